@@ -1,0 +1,67 @@
+import { type Static, Type } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { DEMO_SCALES } from './modules/ingest/sources/demo'
+
+/**
+ * The whole environment, parsed once at start (STYLE 9): nothing else reads `process.env`.
+ * Every bad variable is reported together so a misconfigured deploy fails with one clear message.
+ */
+const Env = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  DATA_DIR: Type.String({ minLength: 1, default: './data' }),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  LOG_LEVEL: Type.Union(
+    ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
+    { default: 'info' },
+  ),
+  DEMO_SCALE: Type.Union(
+    DEMO_SCALES.map((scale) => Type.Literal(scale)),
+    { default: 'small' },
+  ),
+})
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent'
+
+export interface Config {
+  port: number
+  host: string
+  /** PostgreSQL when set; embedded PGlite under `dataDir` otherwise. */
+  databaseUrl: string | undefined
+  dataDir: string
+  /** Redis when set; in-process stores otherwise. */
+  redisUrl: string | undefined
+  logLevel: LogLevel
+  demoScale: Static<typeof Env>['DEMO_SCALE']
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+/** Parses the environment; throws a ConfigError listing every invalid variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Readonly<Config> {
+  const raw: Record<string, unknown> = {}
+  for (const key of Object.keys(Env.properties)) {
+    const value = env[key]
+    if (value !== undefined && value !== '') raw[key] = value
+  }
+  const converted = Value.Convert(Env, Value.Default(Env, raw))
+  const problems = [...Value.Errors(Env, converted)].map(
+    (error) => `${error.path.slice(1) || '(root)'}=${JSON.stringify(raw[error.path.slice(1)])}: ${error.message}`,
+  )
+  if (problems.length > 0) {
+    throw new ConfigError(`Invalid environment:\n  ${[...new Set(problems)].join('\n  ')}`)
+  }
+  const parsed = converted as Static<typeof Env>
+  return Object.freeze({
+    port: parsed.PORT,
+    host: parsed.HOST,
+    databaseUrl: parsed.DATABASE_URL,
+    dataDir: parsed.DATA_DIR,
+    redisUrl: parsed.REDIS_URL,
+    logLevel: parsed.LOG_LEVEL as LogLevel,
+    demoScale: parsed.DEMO_SCALE,
+  })
+}

@@ -1,0 +1,137 @@
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import type { ExtractTablesWithRelations } from 'drizzle-orm'
+import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core'
+import * as schema from './schema'
+
+export type Schema = typeof schema
+/** Either driver's database: routes, services and repos never care which one it is. */
+export type Database = PgDatabase<PgQueryResultHKT, Schema>
+export type Transaction = PgTransaction<PgQueryResultHKT, Schema, ExtractTablesWithRelations<Schema>>
+/** A repo function accepts the database or a transaction, so callers decide the unit of work. */
+export type Executor = Database | Transaction
+
+export interface DatabaseHandle {
+  db: Database
+  driver: 'postgres' | 'pglite'
+  /** PGlite only: a copy of the whole data directory. */
+  dumpDataDir?: () => Promise<Blob>
+  /** Applies every pending migration in `drizzle/`. */
+  migrate(): Promise<void>
+  close(): Promise<void>
+}
+
+const MIGRATIONS_FOLDER = resolve(import.meta.dir, '../../drizzle')
+
+/** PostgreSQL through postgres.js. */
+export async function openPostgres(url: string, options: { max?: number } = {}): Promise<DatabaseHandle> {
+  const { default: postgres } = await import('postgres')
+  const { drizzle } = await import('drizzle-orm/postgres-js')
+  const { migrate } = await import('drizzle-orm/postgres-js/migrator')
+  const client = postgres(url, { max: options.max ?? 10, onnotice: () => {} })
+  const db = drizzle(client, { schema })
+  return {
+    db,
+    driver: 'postgres',
+    migrate: () => migrate(db, { migrationsFolder: MIGRATIONS_FOLDER }),
+    close: () => client.end({ timeout: 5 }),
+  }
+}
+
+/**
+ * Embedded PostgreSQL (PGlite). Without `dataDir` it lives in memory, optionally starting from a
+ * `dumpDataDir()` copy (tests clone seeded templates this way). A directory is locked
+ * exclusively, because two PGlite processes on one directory silently corrupt it.
+ */
+export async function openPglite(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<DatabaseHandle> {
+  const { dataDir, loadDataDir } = options
+  const { PGlite } = await import('@electric-sql/pglite')
+  const { pg_trgm } = await import('@electric-sql/pglite/contrib/pg_trgm')
+  const { drizzle } = await import('drizzle-orm/pglite')
+  const { migrate } = await import('drizzle-orm/pglite/migrator')
+  let releaseLock = () => {}
+  let pgDir: string | undefined
+  if (dataDir !== undefined) {
+    mkdirSync(dataDir, { recursive: true })
+    releaseLock = lockDirectory(dataDir)
+    pgDir = join(dataDir, 'pg')
+  }
+  try {
+    const client = await PGlite.create({ dataDir: pgDir, loadDataDir, extensions: { pg_trgm } })
+    const db = drizzle(client, { schema })
+    return {
+      db,
+      driver: 'pglite',
+      dumpDataDir: () => client.dumpDataDir('none'),
+      migrate: () => migrate(db, { migrationsFolder: MIGRATIONS_FOLDER }),
+      close: async () => {
+        await client.close()
+        releaseLock()
+      },
+    }
+  } catch (error) {
+    releaseLock()
+    throw error
+  }
+}
+
+export class DataDirLockedError extends Error {
+  override name = 'DataDirLockedError'
+}
+
+/** Lock files this process holds: our own pid in a lock file is ours only if it is listed here. */
+const heldLocks = new Set<string>()
+
+/**
+ * Takes `<dir>/pglite.lock` (holding our pid) or throws DataDirLockedError naming the holder.
+ * A lock left by a dead process is taken over, including one with our own pid that this process
+ * never took (a restarted container's server is pid 1 again). Returns the release function.
+ */
+export function lockDirectory(dir: string): () => void {
+  const lockPath = resolve(dir, 'pglite.lock')
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(lockPath, 'wx')
+      writeSync(fd, String(process.pid))
+      closeSync(fd)
+      heldLocks.add(lockPath)
+      const release = () => {
+        process.off('exit', release)
+        heldLocks.delete(lockPath)
+        try {
+          if (readFileSync(lockPath, 'utf8') === String(process.pid)) unlinkSync(lockPath)
+        } catch {
+          // Already gone: nothing to release.
+        }
+      }
+      process.on('exit', release)
+      return release
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      const holder = Number.parseInt(readFileSync(lockPath, 'utf8'), 10)
+      const ours = holder === process.pid
+      if (Number.isInteger(holder) && (ours ? heldLocks.has(lockPath) : isAlive(holder))) {
+        throw new DataDirLockedError(
+          `The embedded database in ${resolve(dir)} is in use by process ${holder}. ` +
+            'Stop that process first (PGlite cannot share a data directory), or set DATA_DIR to another directory.',
+        )
+      }
+      unlinkSync(lockPath)
+    }
+  }
+  throw new DataDirLockedError(`Could not lock ${resolve(dir)}: another process keeps taking it`)
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/** The configured database: PostgreSQL when a URL is given, embedded PGlite under `dataDir` otherwise. */
+export function openDatabase(options: { databaseUrl: string | undefined; dataDir: string }): Promise<DatabaseHandle> {
+  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite({ dataDir: options.dataDir })
+}

@@ -1,0 +1,5 @@
+export * from './accounts'
+export * from './catalog'
+export * from './ingest'
+export * from './prices'
+export * from './webhooks'

@@ -1,0 +1,20 @@
+import { index, integer, jsonb, pgTable, serial, text, timestamp } from 'drizzle-orm/pg-core'
+import { games } from './catalog'
+
+/** One row per game sync: what ran, how it ended, what it wrote. */
+export const syncRuns = pgTable(
+  'sync_runs',
+  {
+    id: serial('id').primaryKey(),
+    gameId: integer('game_id').references(() => games.id),
+    /** The UTC date the prices are for. */
+    priceDate: text('price_date').notNull(),
+    /** running | succeeded | failed */
+    status: text('status').notNull(),
+    stats: jsonb('stats').$type<Record<string, number>>(),
+    error: text('error'),
+    startedAt: timestamp('started_at', { withTimezone: true, mode: 'date' }).notNull(),
+    finishedAt: timestamp('finished_at', { withTimezone: true, mode: 'date' }),
+  },
+  (table) => [index('sync_runs_game_idx').on(table.gameId, table.startedAt)],
+)

@@ -1,0 +1,87 @@
+import {
+  date,
+  doublePrecision,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+} from 'drizzle-orm/pg-core'
+import { cards } from './catalog'
+
+// Money and percentages are double precision, stored rounded to 2 decimals: postgres.js returns
+// `numeric` as strings, and the API must emit JSON numbers without a parse on every read.
+
+/** Current price per card and printing. */
+export const cardPrices = pgTable(
+  'card_prices',
+  {
+    cardId: integer('card_id')
+      .notNull()
+      .references(() => cards.id),
+    printing: text('printing').notNull(),
+    marketPrice: doublePrecision('market_price'),
+    /** When the marketplace last reported market_price; older than last_updated_at when it went quiet. */
+    marketPriceAsOf: date('market_price_as_of', { mode: 'string' }),
+    lowPrice: doublePrecision('low_price').notNull(),
+    medianPrice: doublePrecision('median_price').notNull(),
+    lowestWithShipping: doublePrecision('lowest_with_shipping').notNull(),
+    buylistPrice: doublePrecision('buylist_price'),
+    priceChange24h: doublePrecision('price_change_24h'),
+    priceChange7d: doublePrecision('price_change_7d'),
+    priceChange30d: doublePrecision('price_change_30d'),
+    lastUpdatedAt: timestamp('last_updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.cardId, table.printing] }),
+    // Change feeds ("what moved since T") read by update time.
+    index('card_prices_updated_idx').on(table.lastUpdatedAt),
+  ],
+)
+
+/**
+ * Daily price points per card and printing. The primary key leads with the card (history reads)
+ * and contains the date, so the table can be range-partitioned by month without a key change.
+ */
+export const priceHistory = pgTable(
+  'price_history',
+  {
+    cardId: integer('card_id')
+      .notNull()
+      .references(() => cards.id),
+    printing: text('printing').notNull(),
+    date: date('date', { mode: 'string' }).notNull(),
+    marketPrice: doublePrecision('market_price').notNull(),
+    lowPrice: doublePrecision('low_price').notNull(),
+    /** null: not recorded yet. */
+    avgSalesPrice: doublePrecision('avg_sales_price'),
+    /** null: not recorded yet; 0: no sales that day. */
+    salesVolume: integer('sales_volume'),
+  },
+  (table) => [primaryKey({ columns: [table.cardId, table.printing, table.date] })],
+)
+
+/** Per-condition listing prices, refreshed live from the marketplace's listings. */
+export const conditionPrices = pgTable(
+  'condition_prices',
+  {
+    cardId: integer('card_id')
+      .notNull()
+      .references(() => cards.id),
+    printing: text('printing').notNull(),
+    condition: text('condition').notNull(),
+    language: text('language').notNull(),
+    lowPrice: doublePrecision('low_price').notNull(),
+    lowestWithShipping: doublePrecision('lowest_with_shipping').notNull(),
+    /** null when fewer than 3 listings were sampled. */
+    medianWithShipping: doublePrecision('median_with_shipping'),
+    sampleCount: integer('sample_count').notNull(),
+    lastUpdatedAt: timestamp('last_updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [
+    primaryKey({ columns: [table.cardId, table.printing, table.condition, table.language] }),
+    // The rolling re-crawl takes the oldest rows first.
+    index('condition_prices_updated_idx').on(table.lastUpdatedAt),
+  ],
+)

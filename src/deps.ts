@@ -1,0 +1,49 @@
+import type Redis from 'ioredis'
+import type { Config } from './config'
+import { type Database, type DatabaseHandle, openDatabase } from './db/client'
+import { createDemoSource } from './modules/ingest/sources/demo'
+import type { MarketplaceSource } from './modules/ingest/source'
+import { type Clock, systemClock } from './shared/clock'
+import { createLogger, type Logger } from './shared/logger'
+
+/** Everything the app and the jobs use, built once from the config and passed down. */
+export interface Deps {
+  config: Readonly<Config>
+  db: Database
+  database: DatabaseHandle
+  /** Absent when REDIS_URL is unset: in-process stores stand in (single node only). */
+  redis: Redis | undefined
+  source: MarketplaceSource
+  clock: Clock
+  logger: Logger
+  close(): Promise<void>
+}
+
+export async function createDeps(config: Readonly<Config>, overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {}): Promise<Deps> {
+  const logger = overrides.logger ?? createLogger(config.logLevel)
+  const clock = overrides.clock ?? systemClock
+  const database = await openDatabase(config)
+  let redis: Redis | undefined
+  if (config.redisUrl) {
+    const { default: IORedis } = await import('ioredis')
+    redis = new IORedis(config.redisUrl, { enableAutoPipelining: true, maxRetriesPerRequest: 1, lazyConnect: true })
+    redis.on('error', (error) => logger.warn({ err: error }, 'redis error'))
+    await redis.connect().catch((error) => logger.warn({ err: error }, 'redis unreachable at start'))
+  } else {
+    logger.info('REDIS_URL is not set: counters live in this process (single node only)')
+  }
+  logger.info({ driver: database.driver }, database.driver === 'pglite' ? `embedded database in ${config.dataDir}` : 'using PostgreSQL')
+  return {
+    config,
+    db: database.db,
+    database,
+    redis,
+    source: overrides.source ?? createDemoSource({ scale: config.demoScale, now: () => clock.now() }),
+    clock,
+    logger,
+    async close() {
+      redis?.disconnect()
+      await database.close()
+    },
+  }
+}

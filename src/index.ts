@@ -1,0 +1,38 @@
+import { createApp } from './app'
+import { ConfigError, loadConfig } from './config'
+import { createDeps } from './deps'
+import { seedCatalog } from './modules/ingest/seed'
+import { isCatalogEmpty } from './modules/ingest/service'
+
+async function main() {
+  const config = loadConfig()
+  const deps = await createDeps(config)
+  await deps.database.migrate()
+  if (await isCatalogEmpty(deps.db)) {
+    deps.logger.info({ scale: config.demoScale }, 'empty catalog: seeding generated demo data (not real market data)')
+    await seedCatalog(deps)
+  }
+  const app = createApp(deps).listen({ port: config.port, hostname: config.host })
+  deps.logger.info(
+    { url: `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}` },
+    'listening; API docs at /docs',
+  )
+
+  let stopping = false
+  const shutdown = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    deps.logger.info({ signal }, 'shutting down')
+    await app.stop()
+    await deps.close()
+    process.exit(0)
+  }
+  process.on('SIGINT', () => void shutdown('SIGINT'))
+  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+}
+
+main().catch((error) => {
+  if (error instanceof ConfigError || error?.name === 'DataDirLockedError') console.error(error.message)
+  else console.error(error)
+  process.exit(1)
+})

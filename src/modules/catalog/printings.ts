@@ -1,0 +1,17 @@
+/** Foil-type printings: Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil and their editions. */
+export function isFoilPrinting(printing: string): boolean {
+  return /foil/i.test(printing)
+}
+
+/** 1 when every printing of the card is foil-type (spec: `foil_only`), else 0. */
+export function foilOnly(printings: readonly string[]): 0 | 1 {
+  return printings.length > 0 && printings.every(isFoilPrinting) ? 1 : 0
+}
+
+/**
+ * The printing that stands for the card in one-price views (DESIGN decision 3): `Normal` when it
+ * has one, otherwise its first printing in the spec's order (printings arrive in that order).
+ */
+export function primaryPrinting(printings: readonly string[]): string | undefined {
+  return printings.includes('Normal') ? 'Normal' : printings[0]
+}

@@ -1,0 +1,162 @@
+import { describe, expect, test } from 'bun:test'
+import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { startServer, type TestServer } from '../../../test/helpers/server'
+import { createDemoSource } from '../ingest/sources/demo'
+import { TEST_NOW } from '../../../test/helpers/env'
+
+const database = await freshDatabase('seeded')
+const server: TestServer = startServer({ db: database.db, redis: undefined, logger: testLogger })
+const json = async (path: string) => {
+  const response = await server.get(path)
+  return { status: response.status, body: (await response.json()) as any, headers: response.headers }
+}
+
+describe('GET /v1/games', () => {
+  test('lists all 57 games with every Game field, major games first', async () => {
+    const { status, body } = await json('/v1/games?per_page=100')
+    expect(status).toBe(200)
+    expect(body.meta).toEqual({ total: 57, page: 1, per_page: 100, has_more: false })
+    expect(body.data).toHaveLength(57)
+    const game = body.data[0]
+    expect(Object.keys(game).sort()).toEqual(
+      ['card_count', 'id', 'last_synced_at', 'name', 'priority', 'set_count', 'slug'].sort(),
+    )
+    expect(body.data.slice(0, 7).every((g: any) => g.priority === 3)).toBe(true)
+    expect(body.data.slice(7).every((g: any) => g.priority === 2)).toBe(true)
+    expect(new Date(game.last_synced_at).toISOString()).toBe(game.last_synced_at)
+    expect(game.set_count).toBeGreaterThan(0)
+    expect(game.card_count).toBeGreaterThan(0)
+  })
+
+  test('counts agree with the source catalog', async () => {
+    const source = createDemoSource({ scale: 'tiny', now: () => TEST_NOW })
+    const { body } = await json('/v1/games/pokemon')
+    const sourceGame = (await source.listGames()).find((g) => g.slug === 'pokemon')!
+    const sets = await source.listSets(sourceGame.categoryId)
+    let products = 0
+    for (const set of sets) products += (await source.listProducts(set.groupId)).length
+    expect(body.data.set_count).toBe(sets.length)
+    expect(body.data.card_count).toBe(products)
+  })
+
+  test('defaults to page 1 of 50 and pages without repeating or skipping a game', async () => {
+    const first = await json('/v1/games')
+    expect(first.body.meta).toEqual({ total: 57, page: 1, per_page: 50, has_more: true })
+    expect(first.body.data).toHaveLength(50)
+    const second = await json('/v1/games?page=2')
+    expect(second.body.meta).toEqual({ total: 57, page: 2, per_page: 50, has_more: false })
+    expect(second.body.data).toHaveLength(7)
+    const small: number[] = []
+    for (let page = 1; page <= 6; page++) {
+      small.push(...(await json(`/v1/games?page=${page}&per_page=10`)).body.data.map((g: any) => g.id))
+    }
+    const all = (await json('/v1/games?per_page=100')).body.data.map((g: any) => g.id)
+    expect(small).toEqual(all)
+  })
+
+  test('a page past the end is empty, not an error', async () => {
+    const { status, body } = await json('/v1/games?page=99&per_page=100')
+    expect(status).toBe(200)
+    expect(body.data).toEqual([])
+    expect(body.meta).toEqual({ total: 57, page: 99, per_page: 100, has_more: false })
+  })
+
+  test('per_page=100 is allowed, 1 is allowed', async () => {
+    expect((await json('/v1/games?per_page=100')).status).toBe(200)
+    const one = await json('/v1/games?per_page=1')
+    expect(one.body.data).toHaveLength(1)
+    expect(one.body.meta.has_more).toBe(true)
+  })
+
+  test.each([
+    ['page', '0'],
+    ['page', '-1'],
+    ['page', 'abc'],
+    ['page', '1.5'],
+    ['per_page', '0'],
+    ['per_page', '101'],
+    ['per_page', '-5'],
+    ['per_page', 'ten'],
+    ['per_page', ''],
+  ])('400 INVALID_PARAMETER for %s=%s, naming the parameter', async (name, value) => {
+    const { status, body } = await json(`/v1/games?${name}=${value}`)
+    expect(status).toBe(400)
+    expect(body.error.code).toBe('INVALID_PARAMETER')
+    expect(body.error.message).toContain(name)
+    expect(body.error.details[0].field).toBe(name)
+  })
+
+  test('the message tells the allowed range', async () => {
+    const { body } = await json('/v1/games?per_page=101')
+    expect(body.error.details[0].message).toBe('must be an integer from 1 to 100')
+  })
+})
+
+describe('GET /v1/games/:slug', () => {
+  test('returns the game', async () => {
+    const { status, body } = await json('/v1/games/magic-the-gathering')
+    expect(status).toBe(200)
+    expect(body.data.slug).toBe('magic-the-gathering')
+    expect(body.data.priority).toBe(3)
+  })
+
+  test('unknown slug is 404 NOT_FOUND in the error envelope', async () => {
+    const { status, body } = await json('/v1/games/no-such-game')
+    expect(status).toBe(404)
+    expect(body).toEqual({ error: { code: 'NOT_FOUND', message: "Game 'no-such-game' not found" } })
+  })
+})
+
+describe('GET /v1/games/:slug/sets', () => {
+  test('lists the sets newest first with the list fields only', async () => {
+    const { status, body } = await json('/v1/games/pokemon/sets')
+    expect(status).toBe(200)
+    expect(body.data.length).toBeGreaterThan(0)
+    expect(body.meta.total).toBe(body.data.length)
+    expect(Object.keys(body.data[0]).sort()).toEqual(
+      ['abbreviation', 'card_count', 'id', 'last_synced_at', 'name', 'release_date', 'slug'].sort(),
+    )
+    const dates = body.data.map((s: any) => s.release_date)
+    expect(dates).toEqual([...dates].sort().reverse())
+    for (const set of body.data) expect(set.release_date).toMatch(/^\d{4}-\d{2}-\d{2}$/)
+  })
+
+  test('pages through the sets', async () => {
+    const all = (await json('/v1/games/pokemon/sets?per_page=100')).body
+    const first = (await json('/v1/games/pokemon/sets?per_page=1&page=1')).body
+    expect(first.data[0]).toEqual(all.data[0])
+    expect(first.meta).toEqual({ total: all.meta.total, page: 1, per_page: 1, has_more: all.meta.total > 1 })
+  })
+
+  test('unknown slug is 404', async () => {
+    const { status, body } = await json('/v1/games/nope/sets')
+    expect(status).toBe(404)
+    expect(body.error.code).toBe('NOT_FOUND')
+  })
+
+  test('bad pagination is 400 before any lookup', async () => {
+    const { status, body } = await json('/v1/games/nope/sets?per_page=500')
+    expect(status).toBe(400)
+    expect(body.error.code).toBe('INVALID_PARAMETER')
+  })
+})
+
+describe('errors outside the routes', () => {
+  test('an unknown route is 404 NOT_FOUND', async () => {
+    const { status, body } = await json('/v1/nothing-here')
+    expect(status).toBe(404)
+    expect(body.error.code).toBe('NOT_FOUND')
+  })
+
+  test('a wrong method on a known path is 405 with Allow', async () => {
+    const response = await server.get('/v1/games', { method: 'DELETE' })
+    expect(response.status).toBe(405)
+    expect(response.headers.get('allow')).toBe('GET')
+    expect(((await response.json()) as any).error.code).toBe('METHOD_NOT_ALLOWED')
+  })
+
+  test('responses are JSON', async () => {
+    const response = await server.get('/v1/games')
+    expect(response.headers.get('content-type')).toContain('application/json')
+  })
+})

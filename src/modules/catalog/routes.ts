@@ -1,0 +1,37 @@
+import { Type } from '@sinclair/typebox'
+import { Elysia } from 'elysia'
+import type { Database } from '../../db/client'
+import { PageMeta, PaginationQuery, toPage } from '../../shared/model'
+import { models } from '../../shared/models-plugin'
+import { Game, GameSlugParams, SetSummary } from './model'
+import { getGame, listGameSets, listGames } from './service'
+
+/** Public catalog endpoints: no key, no quota (spec: Authentication 2). */
+export function catalogRoutes(deps: { db: Database }) {
+  return new Elysia({ name: 'catalog-routes' })
+    .use(models)
+    .model({ Game, SetSummary })
+    .get('/v1/games', ({ query }) => listGames(deps.db, toPage(query)), {
+      query: PaginationQuery,
+      response: {
+        200: Type.Object({ data: Type.Array(Type.Ref('Game')), meta: PageMeta }),
+        400: 'Error',
+      },
+      detail: { tags: ['Games'], summary: 'List games', description: 'Every supported game, major games first.' },
+    })
+    .get('/v1/games/:slug', ({ params }) => getGame(deps.db, params.slug), {
+      params: GameSlugParams,
+      response: { 200: Type.Object({ data: Type.Ref('Game') }), 404: 'Error' },
+      detail: { tags: ['Games'], summary: 'Get a game by slug' },
+    })
+    .get('/v1/games/:slug/sets', ({ params, query }) => listGameSets(deps.db, params.slug, toPage(query)), {
+      params: GameSlugParams,
+      query: PaginationQuery,
+      response: {
+        200: Type.Object({ data: Type.Array(Type.Ref('SetSummary')), meta: PageMeta }),
+        400: 'Error',
+        404: 'Error',
+      },
+      detail: { tags: ['Games'], summary: "List a game's sets", description: 'Newest release first.' },
+    })
+}

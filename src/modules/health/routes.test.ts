@@ -1,0 +1,90 @@
+import { describe, expect, test } from 'bun:test'
+import Redis from 'ioredis'
+import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { TEST_REDIS_URL } from '../../../test/helpers/env'
+import { startServer } from '../../../test/helpers/server'
+
+describe('health and readiness', async () => {
+  const seeded = await freshDatabase('seeded')
+  const empty = await freshDatabase('empty')
+
+  test('/health answers while the process is alive', async () => {
+    const server = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
+    const response = await server.get('/health')
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({ status: 'ok' })
+  })
+
+  test('/ready is 200 with data loaded and no Redis configured', async () => {
+    const server = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
+    const response = await server.get('/ready')
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({
+      status: 'ready',
+      checks: { database: 'ok', data: 'ok', redis: 'not_configured' },
+    })
+  })
+
+  test('/ready is 503 while the catalog is empty', async () => {
+    const server = startServer({ db: empty.db, redis: undefined, logger: testLogger })
+    const response = await server.get('/ready')
+    expect(response.status).toBe(503)
+    expect(((await response.json()) as any).checks.data).toBe('empty')
+  })
+
+  test('/ready is 503 when a configured Redis is unreachable', async () => {
+    const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    dead.on('error', () => {})
+    const server = startServer({ db: seeded.db, redis: dead, logger: testLogger })
+    const response = await server.get('/ready')
+    expect(response.status).toBe(503)
+    expect(((await response.json()) as any).checks.redis).toBe('error')
+    dead.disconnect()
+  })
+
+  test.skipIf(!TEST_REDIS_URL)('/ready checks the real Redis (needs TEST_REDIS_URL)', async () => {
+    const redis = new Redis(TEST_REDIS_URL!)
+    const server = startServer({ db: seeded.db, redis, logger: testLogger })
+    const response = await server.get('/ready')
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as any).checks.redis).toBe('ok')
+    redis.disconnect()
+  })
+})
+
+describe('API docs', async () => {
+  const { db } = await freshDatabase('seeded')
+  const server = startServer({ db, redis: undefined, logger: testLogger })
+
+  test('/openapi.json documents every public route with response schemas', async () => {
+    const response = await server.get('/openapi.json')
+    expect(response.status).toBe(200)
+    const doc = (await response.json()) as any
+    expect(doc.openapi).toMatch(/^3\./)
+    for (const path of ['/v1/games', '/v1/games/{slug}', '/v1/games/{slug}/sets', '/health', '/ready']) {
+      const get = doc.paths[path]?.get
+      expect(get).toBeDefined()
+      expect(get.responses['200'].content['application/json'].schema).toBeDefined()
+    }
+    expect(doc.paths['/v1/games'].get.responses['400']).toBeDefined()
+    expect(doc.paths['/v1/games/{slug}'].get.responses['404']).toBeDefined()
+    expect(doc.components.schemas.Game.properties.last_synced_at).toBeDefined()
+    expect(doc.components.schemas.Error).toBeDefined()
+    const perPage = doc.paths['/v1/games'].get.parameters.find((p: any) => p.name === 'per_page')
+    expect(perPage.schema).toMatchObject({ type: 'number', multipleOf: 1, minimum: 1, maximum: 100 })
+    expect(JSON.stringify(doc.paths)).not.toContain('/docs/assets')
+  })
+
+  test('/docs renders Swagger UI from assets the app serves itself', async () => {
+    const page = await (await server.get('/docs')).text()
+    expect(page).toContain('/docs/assets/swagger-ui-bundle.js')
+    expect(page).toContain('/docs/assets/swagger-ui.css')
+    expect(page).not.toContain('unpkg.com')
+    const bundle = await server.get('/docs/assets/swagger-ui-bundle.js')
+    expect(bundle.status).toBe(200)
+    expect(bundle.headers.get('content-type')).toContain('javascript')
+    expect((await bundle.text()).length).toBeGreaterThan(100_000)
+    expect((await server.get('/docs/assets/swagger-ui.css')).status).toBe(200)
+    expect((await server.get('/docs/assets/..%2Fpackage.json')).status).toBe(404)
+  })
+})

@@ -1,0 +1,229 @@
+import { describe, expect, test } from 'bun:test'
+import { and, asc, count, eq, inArray, sql } from 'drizzle-orm'
+import { freshDatabase, testClock, testLogger, tinySource } from '../../../test/helpers/db'
+import { TEST_NOW } from '../../../test/helpers/env'
+import type { Database } from '../../db/client'
+import { cardPrices, cards, games, priceHistory, sets, syncRuns } from '../../db/schema'
+import { addDays, utcDate } from '../../shared/clock'
+import { DEFAULT_BACKFILL, percentChange } from './normalize'
+import { syncGames } from './service'
+import type { MarketplaceSource } from './source'
+
+const TODAY = utcDate(TEST_NOW)
+const TOMORROW = addDays(TODAY, 1)
+const tomorrowClock = { now: () => new Date(TEST_NOW.getTime() + 86_400_000) }
+
+/** Everything a sync writes, in a stable order, minus the "last synced" stamps. */
+async function catalogState(db: Database) {
+  return {
+    games: (await db.select().from(games).orderBy(asc(games.id))).map(({ lastSyncedAt: _, ...g }) => g),
+    sets: (await db.select().from(sets).orderBy(asc(sets.id))).map(({ lastSyncedAt: _, ...s }) => s),
+    cards: await db.select().from(cards).orderBy(asc(cards.id)),
+    prices: await db.select().from(cardPrices).orderBy(asc(cardPrices.cardId), asc(cardPrices.printing)),
+    history: await db
+      .select()
+      .from(priceHistory)
+      .orderBy(asc(priceHistory.cardId), asc(priceHistory.printing), asc(priceHistory.date)),
+  }
+}
+
+describe('seeding the demo catalog', async () => {
+  const { db } = await freshDatabase('seeded')
+  const source = tinySource()
+
+  test('every source product and printing has a card and a current price', async () => {
+    let products = 0
+    let printings = 0
+    for (const game of await source.listGames()) {
+      for (const set of await source.listSets(game.categoryId)) {
+        for (const product of await source.listProducts(set.groupId)) {
+          products++
+          printings += product.printings.length
+        }
+      }
+    }
+    const [cardCount] = await db.select({ n: count() }).from(cards)
+    const [priceCount] = await db.select({ n: count() }).from(cardPrices)
+    expect(cardCount!.n).toBe(products)
+    // Unreleased, non-presale products have no price yet.
+    expect(priceCount!.n).toBeGreaterThan(printings * 0.9)
+    expect(priceCount!.n).toBeLessThanOrEqual(printings)
+  })
+
+  test('history holds weekly then daily points, oldest first, ending today', async () => {
+    // The printing with the longest history: a card released before the history starts.
+    const [row] = await db
+      .select({ cardId: priceHistory.cardId, printing: priceHistory.printing })
+      .from(priceHistory)
+      .groupBy(priceHistory.cardId, priceHistory.printing)
+      .orderBy(sql`count(*) desc`, asc(priceHistory.cardId))
+      .limit(1)
+    const points = await db
+      .select({ date: priceHistory.date })
+      .from(priceHistory)
+      .where(and(eq(priceHistory.cardId, row!.cardId), eq(priceHistory.printing, row!.printing)))
+      .orderBy(asc(priceHistory.date))
+    const dates = points.map((p) => p.date)
+    expect(dates.at(-1)).toBe(TODAY)
+    expect(dates).toContain(addDays(TODAY, -DEFAULT_BACKFILL.dailyDays))
+    const gaps = dates.slice(1).map((d, i) => (Date.parse(d) - Date.parse(dates[i]!)) / 86_400_000)
+    expect(new Set(gaps)).toEqual(new Set([7, 1]))
+    expect(gaps.indexOf(1)).toBeGreaterThan(0)
+    expect(gaps.slice(gaps.indexOf(1)).every((g) => g === 1)).toBe(true)
+  })
+
+  test('sales are recorded up to yesterday and null for today', async () => {
+    const byDate = await db
+      .select({
+        date: priceHistory.date,
+        withSales: sql<number>`count(${priceHistory.salesVolume})::int`,
+      })
+      .from(priceHistory)
+      .where(inArray(priceHistory.date, [TODAY, addDays(TODAY, -1)]))
+      .groupBy(priceHistory.date)
+    const counts = Object.fromEntries(byDate.map((r) => [r.date, r.withSales]))
+    expect(counts[TODAY]).toBe(0)
+    expect(counts[addDays(TODAY, -1)]).toBeGreaterThan(0)
+  })
+
+  test('price changes are computed from the history points 1, 7 and 30 days back', async () => {
+    const rows = await db.select().from(cardPrices).limit(50)
+    for (const price of rows) {
+      const points = await db
+        .select({ date: priceHistory.date, market: priceHistory.marketPrice })
+        .from(priceHistory)
+        .where(and(eq(priceHistory.cardId, price.cardId), eq(priceHistory.printing, price.printing)))
+      const at = (days: number) => points.find((p) => p.date === addDays(TODAY, -days))?.market
+      expect(price.priceChange24h).toBe(percentChange(price.marketPrice!, at(1)))
+      expect(price.priceChange7d).toBe(percentChange(price.marketPrice!, at(7)))
+      expect(price.priceChange30d).toBe(percentChange(price.marketPrice!, at(30)))
+      expect(points.find((p) => p.date === TODAY)?.market).toBe(price.marketPrice!)
+    }
+    expect(rows.filter((r) => r.priceChange24h !== null).length).toBeGreaterThan(25)
+  })
+
+  test('a quiet market price is kept and dated, not dropped', async () => {
+    const today = new Map<string, boolean>()
+    for (const game of await source.listGames()) {
+      for (const set of await source.listSets(game.categoryId)) {
+        for (const price of await source.listPrices(set.groupId, TODAY)) {
+          today.set(`${price.productId}|${price.printing}`, price.marketPrice === null)
+        }
+      }
+    }
+    const rows = await db
+      .select({ marketplaceId: cards.marketplaceId, printing: cardPrices.printing, asOf: cardPrices.marketPriceAsOf, price: cardPrices.marketPrice })
+      .from(cardPrices)
+      .innerJoin(cards, eq(cards.id, cardPrices.cardId))
+    const quiet = rows.filter((r) => today.get(`${r.marketplaceId}|${r.printing}`))
+    expect(quiet.length).toBeGreaterThan(0)
+    for (const row of quiet) {
+      expect(row.asOf! < TODAY).toBe(true)
+      expect(row.price).toBeGreaterThan(0)
+    }
+    const loud = rows.filter((r) => today.get(`${r.marketplaceId}|${r.printing}`) === false)
+    expect(loud.every((r) => r.asOf === TODAY)).toBe(true)
+  })
+
+  test('every sync run is recorded as succeeded', async () => {
+    const runs = await db.select().from(syncRuns)
+    expect(runs).toHaveLength(57)
+    expect(runs.every((r) => r.status === 'succeeded' && r.finishedAt !== null)).toBe(true)
+  })
+})
+
+describe('sync idempotency', async () => {
+  const { db } = await freshDatabase('seeded')
+  const deps = { db, source: tinySource(), clock: testClock, logger: testLogger }
+
+  test('syncing the same day again changes nothing', async () => {
+    const before = await catalogState(db)
+    const summary = await syncGames(deps)
+    expect(summary.failed).toBe(0)
+    expect(await catalogState(db)).toEqual(before)
+  })
+
+  test('seeding again adds no duplicate history rows and changes nothing', async () => {
+    const before = await catalogState(db)
+    await syncGames(deps, { backfill: DEFAULT_BACKFILL })
+    const after = await catalogState(db)
+    expect(after.history.length).toBe(before.history.length)
+    expect(after).toEqual(before)
+  })
+})
+
+describe('the next day', async () => {
+  const { db } = await freshDatabase('seeded')
+  const summary = await syncGames({ db, source: tinySource(), clock: tomorrowClock, logger: testLogger })
+
+  test('appends one history point per priced printing and refreshes prices', async () => {
+    expect(summary.failed).toBe(0)
+    const [points] = await db.select({ n: count() }).from(priceHistory).where(eq(priceHistory.date, TOMORROW))
+    const [prices] = await db.select({ n: count() }).from(cardPrices)
+    expect(points!.n).toBe(prices!.n)
+    const [stale] = await db
+      .select({ n: count() })
+      .from(cardPrices)
+      .where(sql`${cardPrices.marketPriceAsOf} < ${TODAY}`)
+    expect(stale!.n).toBeLessThan(prices!.n * 0.2)
+  })
+
+  test("records yesterday's sales", async () => {
+    const [withSales] = await db
+      .select({ n: count(priceHistory.salesVolume) })
+      .from(priceHistory)
+      .where(eq(priceHistory.date, TODAY))
+    expect(withSales!.n).toBeGreaterThan(0)
+  })
+
+  test('the game and its sets are stamped with the sync time', async () => {
+    const [game] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
+    expect(game!.lastSyncedAt?.toISOString()).toBe(tomorrowClock.now().toISOString())
+  })
+})
+
+describe('a failure mid-sync', async () => {
+  const { db } = await freshDatabase('seeded')
+  const real = tinySource()
+  const pokemon = (await real.listGames()).find((g) => g.slug === 'pokemon')!
+  const [, secondSet] = await real.listSets(pokemon.categoryId)
+  // Fails after the game's sets and cards were written and its first set's prices were read.
+  const failing: MarketplaceSource = {
+    ...real,
+    listGames: () => real.listGames(),
+    listSets: (id) => real.listSets(id),
+    listProducts: (id) => real.listProducts(id),
+    listSales: (id, date) => real.listSales(id, date),
+    listListings: (id) => real.listListings(id),
+    listPrices: async (groupId, date) => {
+      if (groupId === secondSet!.groupId) throw new Error('marketplace timed out')
+      return real.listPrices(groupId, date)
+    },
+  }
+
+  test('rolls the failing game back to its previous data and goes on with the others', async () => {
+    const pokemonCards = db.select({ id: cards.id }).from(cards).innerJoin(games, eq(games.id, cards.gameId)).where(eq(games.slug, 'pokemon'))
+    const pokemonPrices = () =>
+      db.select().from(cardPrices).where(inArray(cardPrices.cardId, pokemonCards)).orderBy(asc(cardPrices.cardId), asc(cardPrices.printing))
+    const [gameBefore] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
+    const pricesBefore = await pokemonPrices()
+
+    const summary = await syncGames({ db, source: failing, clock: tomorrowClock, logger: testLogger })
+
+    expect(summary.failed).toBe(1)
+    expect(summary.games.find((g) => g.slug === 'pokemon')).toMatchObject({ status: 'failed', error: 'marketplace timed out' })
+    expect(await pokemonPrices()).toEqual(pricesBefore)
+    const [gameAfter] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
+    expect(gameAfter).toEqual(gameBefore!)
+    const [pokemonTomorrow] = await db
+      .select({ n: count() })
+      .from(priceHistory)
+      .where(and(eq(priceHistory.date, TOMORROW), inArray(priceHistory.cardId, pokemonCards)))
+    expect(pokemonTomorrow!.n).toBe(0)
+    const [othersTomorrow] = await db.select({ n: count() }).from(priceHistory).where(eq(priceHistory.date, TOMORROW))
+    expect(othersTomorrow!.n).toBeGreaterThan(0)
+    const runs = await db.select().from(syncRuns).where(eq(syncRuns.status, 'failed'))
+    expect(runs).toHaveLength(1)
+    expect(runs[0]!.error).toBe('marketplace timed out')
+  })
+})

@@ -1,0 +1,132 @@
+/**
+ * The marketplace as the sync pipeline sees it (DESIGN decision 13). Shapes follow the
+ * marketplace's own catalog: categories (games) → groups (sets) → products (cards and sealed
+ * products), per-printing prices, daily sales and live listings by condition.
+ *
+ * Every implementation must be deterministic for a given date so that a re-run sync is a no-op.
+ */
+
+/** Game kinds decide printing names and custom attribute names (spec: "Printing variants"). */
+export type GameKind = 'creature' | 'mana' | 'duel' | 'action' | 'ink' | 'other'
+
+export type ProductType = 'Cards' | 'Sealed Products'
+
+export const CONDITIONS = [
+  'Near Mint',
+  'Lightly Played',
+  'Moderately Played',
+  'Heavily Played',
+  'Damaged',
+] as const
+export type Condition = (typeof CONDITIONS)[number]
+
+/** Printing names per game kind, in the spec's order (the first is the fallback primary printing). */
+export const PRINTINGS_BY_KIND: Record<GameKind, readonly string[]> = {
+  creature: ['Normal', 'Holofoil', 'Reverse Holofoil', '1st Edition', 'Unlimited'],
+  duel: ['1st Edition', 'Unlimited', 'Limited'],
+  mana: ['Normal', 'Foil'],
+  action: [
+    'Normal',
+    'Rainbow Foil',
+    'Cold Foil',
+    '1st Edition Normal',
+    '1st Edition Rainbow Foil',
+    '1st Edition Cold Foil',
+    'Unlimited Edition Normal',
+    'Unlimited Edition Rainbow Foil',
+  ],
+  ink: ['Normal', 'Holofoil', 'Reverse Holofoil'],
+  other: ['Normal', 'Foil'],
+}
+
+export interface SourceGame {
+  /** The marketplace's category id; stable across syncs. */
+  categoryId: number
+  name: string
+  slug: string
+  /** Update tier 0..3 (spec: Data refresh schedule). */
+  priority: 0 | 1 | 2 | 3
+  kind: GameKind
+}
+
+export interface SourceSet {
+  /** The marketplace's group id; unique across all games. */
+  groupId: number
+  categoryId: number
+  name: string
+  slug: string
+  abbreviation: string
+  /** YYYY-MM-DD */
+  releaseDate: string
+}
+
+export interface SourceProduct {
+  /** The marketplace's product id (the API's `marketplace_id`); unique across all games. */
+  productId: number
+  groupId: number
+  name: string
+  /** Card number within the set; '' for sealed products. */
+  number: string
+  rarity: string
+  imageUrl: string
+  url: string
+  productType: ProductType
+  /** 1 = card, 3 = box, 4 = case */
+  shippingCategoryId: 1 | 3 | 4
+  /** 1 = active, 20 = presale */
+  productStatusId: 1 | 20
+  totalListings: number
+  /** Only for games that have hit points; null otherwise. */
+  hp: string | null
+  /** Game-kind attributes; every value a string except `energyType` (array of strings). */
+  customAttributes: Record<string, string | string[]>
+  /** The printings this product exists in, in the spec's order for its game kind; never empty. */
+  printings: string[]
+}
+
+/** One printing's prices on one day. */
+export interface SourcePrice {
+  productId: number
+  printing: string
+  /** Lowest verified listing price. */
+  lowPrice: number
+  /** Median listing price across sellers. */
+  midPrice: number
+  /** Median of recent sales; null when the marketplace reported none that day (the API keeps the last one). */
+  marketPrice: number | null
+  /** Lowest price including shipping. */
+  directLowPrice: number
+  /** What stores pay; null when no store buys it. */
+  buylistPrice: number | null
+}
+
+/** One printing's sales on one day. */
+export interface SourceSale {
+  productId: number
+  printing: string
+  /** null when there were no sales. */
+  avgSalesPrice: number | null
+  salesVolume: number
+}
+
+/** One live listing (used by the condition-price refresh). */
+export interface SourceListing {
+  productId: number
+  printing: string
+  condition: Condition
+  language: string
+  price: number
+  shipping: number
+}
+
+export interface MarketplaceSource {
+  listGames(): Promise<SourceGame[]>
+  listSets(categoryId: number): Promise<SourceSet[]>
+  listProducts(groupId: number): Promise<SourceProduct[]>
+  /** Prices of every printing of every product of the group on `date` (YYYY-MM-DD, UTC). */
+  listPrices(groupId: number, date: string): Promise<SourcePrice[]>
+  /** Sales of every printing of every product of the group on `date` (YYYY-MM-DD, UTC). */
+  listSales(groupId: number, date: string): Promise<SourceSale[]>
+  /** Current live listings of one product. */
+  listListings(productId: number): Promise<SourceListing[]>
+}

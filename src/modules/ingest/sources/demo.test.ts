@@ -1,0 +1,600 @@
+import { describe, expect, test } from 'bun:test'
+import {
+  CONDITIONS,
+  PRINTINGS_BY_KIND,
+  type GameKind,
+  type MarketplaceSource,
+  type SourceGame,
+  type SourcePrice,
+  type SourceProduct,
+  type SourceSale,
+  type SourceSet,
+} from '../source'
+import { createDemoSource, DEMO_SCALES, type DemoScale } from './demo'
+
+const NOW = new Date('2026-11-21T15:30:00Z')
+const TODAY = '2026-11-21'
+const WEEK_AGO = '2026-11-14'
+
+interface Catalog {
+  games: SourceGame[]
+  sets: SourceSet[]
+  products: SourceProduct[]
+  gameOfGroup: Map<number, SourceGame>
+  setOfGroup: Map<number, SourceSet>
+}
+
+function tinySource(seed?: number): MarketplaceSource {
+  return createDemoSource({ scale: 'tiny', seed, now: () => NOW })
+}
+
+async function loadCatalog(source: MarketplaceSource): Promise<Catalog> {
+  const games = await source.listGames()
+  const catalog: Catalog = { games, sets: [], products: [], gameOfGroup: new Map(), setOfGroup: new Map() }
+  for (const game of games) {
+    for (const set of await source.listSets(game.categoryId)) {
+      catalog.sets.push(set)
+      catalog.gameOfGroup.set(set.groupId, game)
+      catalog.setOfGroup.set(set.groupId, set)
+      catalog.products.push(...(await source.listProducts(set.groupId)))
+    }
+  }
+  return catalog
+}
+
+function groupIds(catalog: Catalog): number[] {
+  return catalog.sets.map((set) => set.groupId)
+}
+
+async function pricesOn(source: MarketplaceSource, groups: number[], date: string): Promise<SourcePrice[]> {
+  return (await Promise.all(groups.map((groupId) => source.listPrices(groupId, date)))).flat()
+}
+
+async function salesOn(source: MarketplaceSource, groups: number[], date: string): Promise<SourceSale[]> {
+  return (await Promise.all(groups.map((groupId) => source.listSales(groupId, date)))).flat()
+}
+
+function printingKey(record: { productId: number; printing: string }): string {
+  return `${record.productId}|${record.printing}`
+}
+
+function isMoney(value: number): boolean {
+  return Number.isFinite(value) && value >= 0.01 && Math.round(value * 100) / 100 === value
+}
+
+function daysBefore(date: string, count: number): string[] {
+  const end = Date.parse(`${date}T00:00:00Z`)
+  return Array.from({ length: count }, (_, index) => new Date(end - (count - 1 - index) * 86_400_000).toISOString().slice(0, 10))
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN
+}
+
+const tinyCatalog = loadCatalog(tinySource())
+
+describe('demo source: determinism', () => {
+  test('the same seed gives identical output from every method', async () => {
+    const [a, b] = [tinySource(), tinySource()]
+    const [catalogA, catalogB] = [await loadCatalog(a), await loadCatalog(b)]
+    expect(catalogB.games).toEqual(catalogA.games)
+    expect(catalogB.sets).toEqual(catalogA.sets)
+    expect(catalogB.products).toEqual(catalogA.products)
+    const groups = groupIds(catalogA)
+    for (const date of [TODAY, '2026-06-30']) {
+      expect(await pricesOn(b, groups, date)).toEqual(await pricesOn(a, groups, date))
+      expect(await salesOn(b, groups, date)).toEqual(await salesOn(a, groups, date))
+    }
+    for (const product of catalogA.products.slice(0, 50)) {
+      expect(await b.listListings(product.productId)).toEqual(await a.listListings(product.productId))
+    }
+  })
+
+  test('call order does not change results', async () => {
+    const reference = await tinyCatalog
+    const groups = groupIds(reference)
+    const expectedPrices = await pricesOn(tinySource(), groups, TODAY)
+    const expectedListing = await tinySource().listListings(reference.products[7]?.productId ?? 0)
+
+    const shuffled = tinySource()
+    const reversed = [...groups].reverse()
+    // Prices, sales and listings before the catalog was ever listed, in reverse group order.
+    const prices = (await Promise.all(reversed.map((groupId) => shuffled.listPrices(groupId, TODAY)))).reverse().flat()
+    await salesOn(shuffled, reversed, WEEK_AGO)
+    const listing = await shuffled.listListings(reference.products[7]?.productId ?? 0)
+    const products = (await Promise.all(reversed.map((groupId) => shuffled.listProducts(groupId)))).reverse().flat()
+    expect(prices).toEqual(expectedPrices)
+    expect(listing).toEqual(expectedListing)
+    expect(products).toEqual(reference.products)
+    expect(await loadCatalog(shuffled)).toEqual(reference)
+  })
+
+  test('results survive the group cache evicting and regenerating a group', async () => {
+    const source = createDemoSource({ scale: 'small', now: () => NOW })
+    const catalog = await loadCatalog(createDemoSource({ scale: 'small', now: () => NOW }))
+    const first = catalog.sets[0]?.groupId ?? 0
+    const before = { products: await source.listProducts(first), prices: await source.listPrices(first, TODAY) }
+    for (const groupId of groupIds(catalog)) await source.listProducts(groupId)
+    expect(await source.listProducts(first)).toEqual(before.products)
+    expect(await source.listPrices(first, TODAY)).toEqual(before.prices)
+  })
+
+  test('a different seed gives a different catalog but the same games', async () => {
+    const [reference, other] = [await tinyCatalog, await loadCatalog(tinySource(7))]
+    expect(other.games).toEqual(reference.games)
+    expect(other.products.map((product) => product.name)).not.toEqual(reference.products.map((product) => product.name))
+    expect(other.sets.map((set) => set.name)).not.toEqual(reference.sets.map((set) => set.name))
+  })
+
+  test('returned objects are copies: mutating them does not leak into later calls', async () => {
+    const source = tinySource()
+    const [product] = await source.listProducts(30001)
+    if (!product) throw new Error('expected Pokemon products')
+    product.printings.push('Bogus')
+    product.customAttributes.stage = 'Bogus'
+    const [again] = await source.listProducts(30001)
+    expect(again?.printings).not.toContain('Bogus')
+    expect(again?.customAttributes.stage).not.toBe('Bogus')
+  })
+})
+
+describe('demo source: games and sets', () => {
+  test('57 games with unique ids, names and kebab-case slugs; seven at priority 3', async () => {
+    const { games } = await tinyCatalog
+    expect(games).toHaveLength(57)
+    expect(new Set(games.map((game) => game.categoryId)).size).toBe(57)
+    expect(new Set(games.map((game) => game.name)).size).toBe(57)
+    expect(new Set(games.map((game) => game.slug)).size).toBe(57)
+    for (const game of games) {
+      expect(game.slug).toMatch(/^[a-z0-9]+(-[a-z0-9]+)*$/)
+      expect(Number.isInteger(game.categoryId) && game.categoryId >= 1 && game.categoryId <= 90).toBe(true)
+    }
+    const major = games.filter((game) => game.priority === 3).map((game) => [game.name, game.kind])
+    expect(major.sort()).toEqual(
+      [
+        ['Digimon Card Game', 'other'],
+        ['Disney Lorcana', 'ink'],
+        ['Flesh and Blood TCG', 'action'],
+        ['Magic: The Gathering', 'mana'],
+        ['One Piece Card Game', 'other'],
+        ['Pokemon', 'creature'],
+        ['YuGiOh', 'duel'],
+      ].sort(),
+    )
+    expect(games.filter((game) => game.priority !== 3).every((game) => game.priority === 2)).toBe(true)
+  })
+
+  test('the game list is identical at every scale', async () => {
+    const reference = (await tinyCatalog).games
+    for (const scale of DEMO_SCALES) expect(await createDemoSource({ scale }).listGames()).toEqual(reference)
+  })
+
+  test('sets: unique group ids, per-game unique slugs, valid abbreviations and dates, sorted by release', async () => {
+    const { games, sets } = await tinyCatalog
+    expect(new Set(sets.map((set) => set.groupId)).size).toBe(sets.length)
+    for (const game of games) {
+      const gameSets = sets.filter((set) => set.categoryId === game.categoryId)
+      expect(gameSets.length).toBe(game.priority === 3 ? 2 : 1)
+      expect(new Set(gameSets.map((set) => set.slug)).size).toBe(gameSets.length)
+      const sorted = [...gameSets].sort((a, b) => a.releaseDate.localeCompare(b.releaseDate) || a.groupId - b.groupId)
+      expect(gameSets).toEqual(sorted)
+    }
+    for (const set of sets) {
+      expect(set.abbreviation).toMatch(/^[A-Z0-9]{2,5}$/)
+      expect(set.releaseDate).toMatch(/^\d{4}-\d{2}-\d{2}$/)
+      expect(new Date(`${set.releaseDate}T00:00:00Z`).toISOString().slice(0, 10)).toBe(set.releaseDate)
+      expect(set.slug).toMatch(/^[a-z0-9]+(-[a-z0-9]+)*$/)
+      expect(set.name.length).toBeGreaterThan(0)
+    }
+  })
+
+  test('release dates spread over past years at larger scales', async () => {
+    const source = createDemoSource({ scale: 'medium' })
+    const years = new Set<string>()
+    for (const game of await source.listGames()) {
+      for (const set of await source.listSets(game.categoryId)) years.add(set.releaseDate.slice(0, 4))
+    }
+    expect(years.size).toBeGreaterThanOrEqual(5)
+  })
+})
+
+const ATTRIBUTE_NAMES: Record<GameKind, { required: string[]; optional: string[] }> = {
+  creature: {
+    required: ['stage', 'energyType', 'hp', 'weakness', 'resistance', 'retreatCost', 'attack1', 'attack2', 'cardType', 'flavorText'],
+    optional: ['attack3', 'attack4'],
+  },
+  mana: { required: ['color', 'manaCost', 'power', 'toughness', 'cardType', 'subType', 'flavorText', 'oracleText'], optional: [] },
+  duel: { required: ['cardType', 'attribute', 'level', 'attack', 'defense', 'description'], optional: [] },
+  action: { required: ['cardType', 'class', 'pitch', 'flavorText'], optional: [] },
+  ink: { required: ['cardType', 'inkColor', 'inkCost', 'loreValue', 'flavorText'], optional: [] },
+  other: { required: ['cardType', 'flavorText'], optional: [] },
+}
+
+function kindOf(catalog: Catalog, product: SourceProduct): GameKind {
+  const game = catalog.gameOfGroup.get(product.groupId)
+  if (!game) throw new Error(`product ${product.productId} has an unknown group`)
+  return game.kind
+}
+
+describe('demo source: products', () => {
+  test('ids are unique, sorted per group and URLs follow the product id', async () => {
+    const catalog = await tinyCatalog
+    expect(new Set(catalog.products.map((product) => product.productId)).size).toBe(catalog.products.length)
+    for (const groupId of groupIds(catalog)) {
+      const ids = catalog.products.filter((product) => product.groupId === groupId).map((product) => product.productId)
+      expect(ids).toEqual([...ids].sort((a, b) => a - b))
+    }
+    for (const product of catalog.products) {
+      expect(Number.isInteger(product.productId) && product.productId > 0).toBe(true)
+      expect(product.imageUrl).toBe(`https://marketplace.example/images/product/${product.productId}.jpg`)
+      expect(product.url).toMatch(new RegExp(`^https://marketplace\\.example/product/${product.productId}/[a-z0-9]+(-[a-z0-9]+)*$`))
+      expect(Number.isInteger(product.totalListings) && product.totalListings >= 0 && product.totalListings <= 2000).toBe(true)
+    }
+  })
+
+  test('printings are a non-empty ordered subset of the game kind printings', async () => {
+    const catalog = await tinyCatalog
+    for (const product of catalog.products) {
+      const allowed = PRINTINGS_BY_KIND[kindOf(catalog, product)]
+      expect(product.printings.length).toBeGreaterThan(0)
+      const positions = product.printings.map((printing) => allowed.indexOf(printing))
+      expect(positions.every((position) => position >= 0)).toBe(true)
+      expect(positions.every((position, index) => index === 0 || position > (positions[index - 1] ?? -1))).toBe(true)
+    }
+  })
+
+  test('foil-only cards exist (printings without any non-foil printing)', async () => {
+    const products = await loadCatalog(createDemoSource({ scale: 'small' }))
+    const nonFoil = new Set(['Normal', '1st Edition', 'Unlimited', 'Limited', '1st Edition Normal', 'Unlimited Edition Normal'])
+    const foilOnly = products.products.filter((product) => product.printings.every((printing) => !nonFoil.has(printing)))
+    expect(foilOnly.length).toBeGreaterThan(0)
+    expect(foilOnly.length).toBeLessThan(products.products.length / 4)
+  })
+
+  test('cards carry exactly their kind attributes; hp only on creature cards', async () => {
+    const catalog = await tinyCatalog
+    for (const product of catalog.products) {
+      const kind = kindOf(catalog, product)
+      const attributes = product.customAttributes
+      if (product.productType === 'Sealed Products') {
+        expect(attributes).toEqual({})
+        expect(product.hp).toBeNull()
+        continue
+      }
+      const { required, optional } = ATTRIBUTE_NAMES[kind]
+      const names = Object.keys(attributes)
+      expect(required.every((name) => names.includes(name))).toBe(true)
+      expect(names.every((name) => required.includes(name) || optional.includes(name))).toBe(true)
+      for (const [name, value] of Object.entries(attributes)) {
+        if (name === 'energyType') {
+          expect(Array.isArray(value) && value.length > 0 && value.every((item) => typeof item === 'string')).toBe(true)
+        } else {
+          expect(typeof value).toBe('string')
+        }
+      }
+      if (kind === 'creature') {
+        expect(product.hp).toMatch(/^\d+$/)
+        expect(attributes.hp).toBe(product.hp ?? '')
+      } else {
+        expect(product.hp).toBeNull()
+      }
+    }
+  })
+
+  test('card numbers and names are unique within a set; sealed products have no number', async () => {
+    const catalog = await tinyCatalog
+    for (const groupId of groupIds(catalog)) {
+      const products = catalog.products.filter((product) => product.groupId === groupId)
+      const cards = products.filter((product) => product.productType === 'Cards')
+      expect(new Set(cards.map((card) => card.number)).size).toBe(cards.length)
+      expect(new Set(products.map((product) => product.name)).size).toBe(products.length)
+      expect(cards.every((card) => card.number !== '' && card.rarity !== '')).toBe(true)
+      expect(products.filter((product) => product.productType === 'Sealed Products').every((sealed) => sealed.number === '')).toBe(true)
+    }
+  })
+
+  test("sealed products ship as boxes or cases; cards ship as cards", async () => {
+    const catalog = await tinyCatalog
+    for (const product of catalog.products) {
+      const sealed = product.productType === 'Sealed Products'
+      expect(sealed).toBe(product.shippingCategoryId === 3 || product.shippingCategoryId === 4)
+      if (!sealed) expect(product.productType).toBe('Cards')
+      if (!sealed) expect(product.shippingCategoryId).toBe(1)
+    }
+    for (const groupId of groupIds(catalog)) {
+      const inGroup = catalog.products.filter((product) => product.groupId === groupId)
+      const sealedCount = inGroup.filter((product) => product.productType === 'Sealed Products').length
+      expect(sealedCount).toBeGreaterThanOrEqual(1)
+      expect(sealedCount).toBeLessThanOrEqual(2)
+    }
+  })
+
+  test('products of future sets are presale (status 20), all others active', async () => {
+    const catalog = await tinyCatalog
+    let presale = 0
+    for (const product of catalog.products) {
+      const future = (catalog.setOfGroup.get(product.groupId)?.releaseDate ?? '') > TODAY
+      expect(product.productStatusId).toBe(future ? 20 : 1)
+      if (future) presale++
+    }
+    expect(presale).toBeGreaterThan(0)
+  })
+
+  test("Charizard and Pikachu are in Pokemon's oldest set at every scale", async () => {
+    for (const scale of DEMO_SCALES) {
+      const source = createDemoSource({ scale })
+      const pokemon = (await source.listGames()).find((game) => game.name === 'Pokemon')
+      const [firstSet] = await source.listSets(pokemon?.categoryId ?? 0)
+      const cards = (await source.listProducts(firstSet?.groupId ?? 0)).filter((product) => product.productType === 'Cards')
+      const names = cards.map((card) => card.name)
+      expect(names).toContain('Charizard')
+      expect(names).toContain('Pikachu')
+    }
+  })
+})
+
+describe('demo source: prices', () => {
+  test('one well-formed price per printing of every trading product', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    for (const date of [TODAY, '2026-09-01']) {
+      for (const set of catalog.sets) {
+        const prices = await source.listPrices(set.groupId, date)
+        const products = catalog.products.filter((product) => product.groupId === set.groupId)
+        const trades = set.releaseDate <= date || products.every((product) => product.productStatusId === 20)
+        const allPrintings = products.flatMap((product) => product.printings.map((printing) => `${product.productId}|${printing}`))
+        const expected = trades ? allPrintings : []
+        expect(prices.map(printingKey)).toEqual(expected)
+        for (const price of prices) {
+          expect(isMoney(price.lowPrice) && isMoney(price.midPrice) && isMoney(price.directLowPrice)).toBe(true)
+          expect(price.lowPrice).toBeLessThanOrEqual(price.midPrice)
+          expect(price.directLowPrice).toBeGreaterThanOrEqual(price.lowPrice)
+          if (price.marketPrice !== null) expect(isMoney(price.marketPrice)).toBe(true)
+          if (price.buylistPrice !== null) {
+            expect(isMoney(price.buylistPrice)).toBe(true)
+            expect(price.buylistPrice).toBeLessThan(price.midPrice)
+          }
+        }
+      }
+    }
+  })
+
+  test('not-yet-released sets are unpriced; presale sets are priced', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    const date = '2026-06-01'
+    const unreleased = catalog.sets.filter((set) => set.releaseDate > date && set.releaseDate <= TODAY)
+    const presale = catalog.sets.filter((set) => set.releaseDate > TODAY)
+    expect(unreleased.length).toBeGreaterThan(0)
+    expect(presale.length).toBeGreaterThan(0)
+    for (const set of unreleased) expect(await source.listPrices(set.groupId, date)).toEqual([])
+    for (const set of presale) expect((await source.listPrices(set.groupId, date)).length).toBeGreaterThan(0)
+  })
+
+  test('no prices or sales before 2025-03-01; history starts that day', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    const groups = groupIds(catalog)
+    expect(await pricesOn(source, groups, '2025-02-28')).toEqual([])
+    expect(await salesOn(source, groups, '2025-02-28')).toEqual([])
+    expect((await pricesOn(source, groups, '2025-03-01')).length).toBeGreaterThan(0)
+  })
+
+  test('prices move like a random walk: most change within a week, few jump more than 30% a day', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    const groups = groupIds(catalog)
+    const days = daysBefore(TODAY, 45)
+    const byDay = await Promise.all(
+      days.map(async (date) => new Map((await pricesOn(source, groups, date)).map((price) => [printingKey(price), price]))),
+    )
+    let dailyPairs = 0
+    let bigDailyMoves = 0
+    // Rounding alone moves cent-priced cards by 30%, so count spikes only on cards worth a dollar.
+    let spikesOverADollar = 0
+    let nullMarket = 0
+    let records = 0
+    byDay.forEach((prices, index) => {
+      const previous = byDay[index - 1]
+      for (const [key, price] of prices) {
+        records++
+        if (price.marketPrice === null) nullMarket++
+        const before = previous?.get(key)
+        if (!before) continue
+        dailyPairs++
+        const ratio = price.midPrice / before.midPrice
+        if (ratio > 1.3 || ratio < 1 / 1.3) bigDailyMoves++
+        if ((ratio > 1.3 || ratio < 1 / 1.3) && before.midPrice >= 1) spikesOverADollar++
+      }
+    })
+    expect(dailyPairs).toBeGreaterThan(10_000)
+    expect(bigDailyMoves / dailyPairs).toBeLessThan(0.03)
+    expect(spikesOverADollar).toBeGreaterThan(0)
+    expect(nullMarket / records).toBeGreaterThan(0.01)
+    expect(nullMarket / records).toBeLessThan(0.06)
+
+    const weekAgo = new Map((await pricesOn(source, groups, WEEK_AGO)).map((price) => [printingKey(price), price]))
+    const today = await pricesOn(source, groups, TODAY)
+    const compared = today.filter((price) => weekAgo.has(printingKey(price)))
+    const changed = compared.filter((price) => price.midPrice !== weekAgo.get(printingKey(price))?.midPrice)
+    const wild = compared.filter((price) => {
+      const ratio = price.midPrice / (weekAgo.get(printingKey(price))?.midPrice ?? Number.NaN)
+      return !(ratio < 2 && ratio > 0.5)
+    })
+    expect(compared.length).toBeGreaterThan(500)
+    expect(changed.length / compared.length).toBeGreaterThan(0.6)
+    expect(wild.length / compared.length).toBeLessThan(0.05)
+  })
+
+  test('price levels follow rarity: sealed boxes cost tens to hundreds, commons cents', async () => {
+    const catalog = await loadCatalog(createDemoSource({ scale: 'small' }))
+    const source = createDemoSource({ scale: 'small' })
+    const prices = await pricesOn(source, groupIds(catalog), TODAY)
+    const productById = new Map(catalog.products.map((product) => [product.productId, product]))
+    const midsWhere = (predicate: (product: SourceProduct) => boolean) =>
+      prices.filter((price) => {
+        const product = productById.get(price.productId)
+        return product !== undefined && predicate(product)
+      }).map((price) => price.midPrice)
+    const boxes = midsWhere((product) => product.name.endsWith('Booster Box') && product.shippingCategoryId === 3)
+    const cases = midsWhere((product) => product.shippingCategoryId === 4)
+    const commons = midsWhere((product) => product.rarity === 'Common')
+    expect(median(boxes)).toBeGreaterThan(60)
+    expect(median(boxes)).toBeLessThan(400)
+    expect(median(cases)).toBeGreaterThan(4 * 60)
+    expect(median(commons)).toBeLessThan(0.5)
+    expect(Math.max(...midsWhere((product) => product.productType === 'Cards'))).toBeGreaterThan(50)
+  })
+})
+
+describe('demo source: sales and listings', () => {
+  test('sales cover the same printings every day, for printings worth at least a dollar', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    const groups = groupIds(catalog)
+    const days = daysBefore(TODAY, 30)
+    const salesByDay = await Promise.all(days.map((date) => salesOn(source, groups, date)))
+    const pricesByDay = await Promise.all(days.map((date) => pricesOn(source, groups, date)))
+    const sold = new Set(salesByDay.flatMap((sales) => sales.map(printingKey)))
+    expect(sold.size).toBeGreaterThan(0)
+    // Sets release during the month, so compare each day against the printings that traded that day.
+    pricesByDay.forEach((prices, index) => {
+      const expected = prices.map(printingKey).filter((key) => sold.has(key))
+      expect(salesByDay[index]?.map(printingKey)).toEqual(expected)
+    })
+
+    // Base prices are internal, so judge each printing by its median mid price over the month.
+    const mids = new Map<string, number[]>()
+    for (const price of pricesByDay.flat()) mids.set(printingKey(price), [...(mids.get(printingKey(price)) ?? []), price.midPrice])
+    for (const [key, values] of mids) {
+      if (sold.has(key)) expect(median(values)).toBeGreaterThan(0.4)
+      else expect(median(values)).toBeLessThan(2.5)
+    }
+    expect(sold.size).toBeLessThan(mids.size)
+
+    const sales = salesByDay.flat()
+    for (const sale of sales) {
+      expect(Number.isInteger(sale.salesVolume) && sale.salesVolume >= 0 && sale.salesVolume <= 50).toBe(true)
+      expect(sale.avgSalesPrice === null).toBe(sale.salesVolume === 0)
+      if (sale.avgSalesPrice !== null) expect(isMoney(sale.avgSalesPrice)).toBe(true)
+    }
+    const zeroDays = sales.filter((sale) => sale.salesVolume === 0).length
+    expect(zeroDays).toBeGreaterThan(0)
+    expect(zeroDays).toBeLessThan(sales.length)
+    expect(median(sales.map((sale) => sale.salesVolume))).toBeLessThan(10)
+  })
+
+  test('listings are well formed, mostly Near Mint, and fixed for a given day', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    const conditions = new Map<string, number>()
+    const languages = new Set<string>()
+    const shipping = new Set<boolean>()
+    for (const product of catalog.products) {
+      const listings = await source.listListings(product.productId)
+      expect(listings.length).toBeLessThanOrEqual(40)
+      for (const listing of listings) {
+        expect(listing.productId).toBe(product.productId)
+        expect(product.printings).toContain(listing.printing)
+        expect(CONDITIONS).toContain(listing.condition)
+        expect(isMoney(listing.price)).toBe(true)
+        expect(listing.shipping === 0 || (listing.shipping >= 0.99 && listing.shipping <= 4.99)).toBe(true)
+        conditions.set(listing.condition, (conditions.get(listing.condition) ?? 0) + 1)
+        languages.add(listing.language)
+        shipping.add(listing.shipping === 0)
+      }
+    }
+    const counts = CONDITIONS.map((condition) => conditions.get(condition) ?? 0)
+    expect(counts[0]).toBe(Math.max(...counts))
+    expect(counts.every((count) => count > 0)).toBe(true)
+    expect([...languages].sort()).toEqual(['English', 'Japanese'])
+    expect(shipping.size).toBe(2)
+
+    const laterDay = createDemoSource({ scale: 'tiny', now: () => new Date('2026-11-22T01:00:00Z') })
+    const sameDay = createDemoSource({ scale: 'tiny', now: () => new Date('2026-11-21T23:59:00Z') })
+    const sample = catalog.products.slice(0, 40).map((product) => product.productId)
+    const listingsOf = (from: MarketplaceSource) => Promise.all(sample.map((id) => from.listListings(id)))
+    expect(await listingsOf(sameDay)).toEqual(await listingsOf(source))
+    expect(await listingsOf(laterDay)).not.toEqual(await listingsOf(source))
+  })
+
+  test('unknown ids and bad dates return empty lists', async () => {
+    const source = tinySource()
+    const { sets, products } = await tinyCatalog
+    const groupId = sets[0]?.groupId ?? 0
+    expect(await source.listSets(0)).toEqual([])
+    expect(await source.listSets(58)).toEqual([])
+    expect(await source.listSets(1.5)).toEqual([])
+    for (const badGroup of [0, -1, 10_000, 10_099, 999_999, groupId + 0.5]) {
+      expect(await source.listProducts(badGroup)).toEqual([])
+      expect(await source.listPrices(badGroup, TODAY)).toEqual([])
+      expect(await source.listSales(badGroup, TODAY)).toEqual([])
+    }
+    for (const badDate of ['', 'yesterday', '2026-02-30', '2026-11-21T00:00:00Z']) {
+      expect(await source.listPrices(groupId, badDate)).toEqual([])
+      expect(await source.listSales(groupId, badDate)).toEqual([])
+    }
+    for (const badProduct of [0, 1, -5, groupId * 1000 + 999, (products[0]?.productId ?? 0) + 0.5]) {
+      expect(await source.listListings(badProduct)).toEqual([])
+    }
+  })
+})
+
+interface ScaleCounts {
+  products: number
+  printings: number
+  majorProductsPerGame: number
+  minorProductsPerGame: number
+}
+
+async function countScale(scale: DemoScale): Promise<ScaleCounts> {
+  const source = createDemoSource({ scale })
+  const counts = { products: 0, printings: 0, major: 0, minor: 0 }
+  for (const game of await source.listGames()) {
+    for (const set of await source.listSets(game.categoryId)) {
+      const products = await source.listProducts(set.groupId)
+      counts.products += products.length
+      counts.printings += products.reduce((sum, product) => sum + product.printings.length, 0)
+      if (game.priority === 3) counts.major += products.length
+      else counts.minor += products.length
+    }
+  }
+  return {
+    products: counts.products,
+    printings: counts.printings,
+    majorProductsPerGame: counts.major / 7,
+    minorProductsPerGame: counts.minor / 50,
+  }
+}
+
+describe('demo source: scales', () => {
+  test('tiny and small land in their ranges; headline games are bigger', async () => {
+    const tiny = await countScale('tiny')
+    expect(tiny.products).toBeLessThan(1500)
+    expect(tiny.products).toBeGreaterThan(57 * 7)
+    const small = await countScale('small')
+    expect(small.products).toBeGreaterThanOrEqual(4000)
+    expect(small.products).toBeLessThanOrEqual(8000)
+    expect(small.printings).toBeGreaterThanOrEqual(8000)
+    expect(small.printings).toBeLessThanOrEqual(13_000)
+    for (const counts of [tiny, small]) expect(counts.majorProductsPerGame).toBeGreaterThan(1.5 * counts.minorProductsPerGame)
+  })
+
+  test('small has some accented card names', async () => {
+    const { products } = await loadCatalog(createDemoSource({ scale: 'small' }))
+    expect(products.some((product) => /[^\u0000-\u007f]/.test(product.name))).toBe(true)
+  })
+
+  test('medium and large hit their size targets quickly', async () => {
+    const started = performance.now()
+    const medium = await countScale('medium')
+    expect(medium.products).toBeGreaterThanOrEqual(30_000)
+    expect(medium.products).toBeLessThanOrEqual(50_000)
+    const large = await countScale('large')
+    expect(large.printings).toBeGreaterThanOrEqual(300_000)
+    expect(large.printings).toBeLessThanOrEqual(400_000)
+    expect(large.majorProductsPerGame).toBeGreaterThan(1.5 * large.minorProductsPerGame)
+    expect(performance.now() - started).toBeLessThan(8_000)
+  })
+})

@@ -1,0 +1,59 @@
+/**
+ * The closed error vocabulary: the spec's codes plus DESIGN decision 4's. Every error response is
+ * `{ error: { message, code, details? } }`, with the status taken from this one table.
+ */
+export const ERROR_STATUS = {
+  INVALID_PARAMETER: 400,
+  API_KEY_REQUIRED: 401,
+  INVALID_API_KEY: 401,
+  UNAUTHORIZED: 401,
+  TIER_REQUIRED: 403,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMIT_EXCEEDED: 429,
+  LIVE_FETCH_LIMIT: 429,
+  INTERNAL_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+  UPSTREAM_UNAVAILABLE: 503,
+} as const
+
+export type ErrorCode = keyof typeof ERROR_STATUS
+
+export interface ErrorDetail {
+  field: string
+  message: string
+}
+
+export interface ErrorBody {
+  error: { message: string; code: ErrorCode; details?: ErrorDetail[] }
+}
+
+/** A failure the client should see as is. Services throw it; the HTTP layer renders it. */
+export class AppError extends Error {
+  override name = 'AppError'
+  readonly status: number
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetail[],
+    /** Extra response headers, e.g. Retry-After. */
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message)
+    this.status = ERROR_STATUS[code]
+  }
+
+  toBody(): ErrorBody {
+    return { error: { message: this.message, code: this.code, ...(this.details ? { details: this.details } : {}) } }
+  }
+}
+
+export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not found`)
+
+export const invalidParameter = (field: string, message: string) =>
+  new AppError('INVALID_PARAMETER', `Invalid parameter '${field}': ${message}`, [{ field, message }])

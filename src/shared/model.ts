@@ -1,0 +1,71 @@
+import { type NumberOptions, type Static, type TProperties, type TSchema, Type } from '@sinclair/typebox'
+import { ERROR_STATUS } from './errors'
+
+// Shared TypeBox models. Response integers use typebox's Type.Integer (Elysia's t.Integer shows as
+// a string/integer union in OpenAPI). Query and path integers use QueryInt: Elysia coerces query
+// strings only for the Number kind, so an integer there is a number that must be a multiple of 1.
+
+/** An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`. */
+export const QueryInt = (options: NumberOptions = {}) => Type.Number({ ...options, multipleOf: 1 })
+
+export const Id = Type.Integer({ minimum: 1, maximum: 2147483647, description: 'Positive integer id' })
+
+export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 timestamp (UTC)' })
+export const DateOnly = Type.String({ format: 'date', description: 'YYYY-MM-DD (UTC)' })
+
+export const MAX_PER_PAGE = 100
+
+/**
+ * A query-string object whose parameters carry their own name (`x-param`): Elysia reports a
+ * coerced parameter's range error against the parameter schema alone, and the 400 must name it.
+ */
+export function QueryParams<T extends TProperties>(properties: T) {
+  for (const [name, schema] of Object.entries(properties)) (schema as TSchema)['x-param'] = name
+  return Type.Object(properties)
+}
+
+export const PaginationQuery = QueryParams({
+  page: Type.Optional(QueryInt({ minimum: 1, maximum: 1_000_000, default: 1, description: 'Page number, from 1' })),
+  per_page: Type.Optional(
+    QueryInt({ minimum: 1, maximum: MAX_PER_PAGE, default: 50, description: 'Items per page, 1 to 100' }),
+  ),
+})
+export type PaginationQuery = Static<typeof PaginationQuery>
+
+export const PageMeta = Type.Object({
+  total: Type.Integer({ minimum: 0 }),
+  page: Type.Integer({ minimum: 1 }),
+  per_page: Type.Integer({ minimum: 1 }),
+  has_more: Type.Boolean(),
+})
+export type PageMeta = Static<typeof PageMeta>
+
+export interface Page {
+  page: number
+  perPage: number
+}
+
+export function toPage(query: PaginationQuery): Page {
+  return { page: query.page ?? 1, perPage: query.per_page ?? 50 }
+}
+
+export function pageMeta(page: Page, total: number): PageMeta {
+  return { total, page: page.page, per_page: page.perPage, has_more: page.page * page.perPage < total }
+}
+
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      message: Type.String(),
+      code: Type.Union(Object.keys(ERROR_STATUS).map((code) => Type.Literal(code))),
+      details: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
+    }),
+  },
+  { description: 'Error envelope' },
+)
+
+/** `{ data }` envelope. */
+export const DataOf = <T extends TSchema>(data: T) => Type.Object({ data })
+
+/** `{ data, meta }` envelope of paginated lists. */
+export const PageOf = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), meta: PageMeta })

@@ -1,0 +1,90 @@
+import { afterAll } from 'bun:test'
+import type { DatabaseHandle } from '../../src/db/client'
+import { openPglite, openPostgres } from '../../src/db/client'
+import { syncGames } from '../../src/modules/ingest/service'
+import { DEFAULT_BACKFILL } from '../../src/modules/ingest/normalize'
+import { createDemoSource } from '../../src/modules/ingest/sources/demo'
+import { createLogger } from '../../src/shared/logger'
+import { TEST_DATABASE_URL, TEST_NOW } from './env'
+
+/** A migrated database with nothing in it, or with the tiny demo catalog seeded at TEST_NOW. */
+export type Template = 'empty' | 'seeded'
+
+export const testLogger = createLogger('silent')
+export const testClock = { now: () => TEST_NOW }
+export const tinySource = () => createDemoSource({ scale: 'tiny', now: () => TEST_NOW })
+
+type Built = { kind: 'postgres'; name: string } | { kind: 'pglite'; dump: Blob }
+const templates = new Map<Template, Promise<Built>>()
+
+async function fill(handle: DatabaseHandle, template: Template) {
+  await handle.migrate()
+  if (template === 'seeded') {
+    await syncGames(
+      { db: handle.db, source: tinySource(), clock: testClock, logger: testLogger },
+      { backfill: DEFAULT_BACKFILL },
+    )
+  }
+}
+
+function urlFor(database: string): string {
+  const url = new URL(TEST_DATABASE_URL!)
+  url.pathname = `/${database}`
+  return url.toString()
+}
+
+async function admin<T>(run: (sql: import('postgres').Sql) => Promise<T>): Promise<T> {
+  const { default: postgres } = await import('postgres')
+  const client = postgres(TEST_DATABASE_URL!, { max: 1, onnotice: () => {} })
+  try {
+    return await run(client)
+  } finally {
+    await client.end({ timeout: 5 })
+  }
+}
+
+async function build(template: Template): Promise<Built> {
+  if (!TEST_DATABASE_URL) {
+    const handle = await openPglite()
+    await fill(handle, template)
+    const dump = await handle.dumpDataDir!()
+    await handle.close()
+    return { kind: 'pglite', dump }
+  }
+  // One template per test process: a stale template from an older schema is never reused.
+  const name = `tcg_tpl_${template}_${process.pid}`
+  await admin(async (sql) => {
+    await sql.unsafe(`drop database if exists ${name}`)
+    await sql.unsafe(`create database ${name}`)
+  })
+  const handle = await openPostgres(urlFor(name), { max: 4 })
+  await fill(handle, template)
+  await handle.close()
+  process.once('beforeExit', () => void admin((sql) => sql.unsafe(`drop database if exists ${name}`)))
+  return { kind: 'postgres', name }
+}
+
+let counter = 0
+
+/**
+ * A private database for one test file, cloned from a template, dropped after the file's tests.
+ * Tests may write freely: nothing leaks into other files.
+ */
+export async function freshDatabase(template: Template = 'seeded'): Promise<DatabaseHandle> {
+  let built = templates.get(template)
+  if (!built) templates.set(template, (built = build(template)))
+  const source = await built
+  if (source.kind === 'pglite') {
+    const handle = await openPglite({ loadDataDir: source.dump })
+    afterAll(() => handle.close())
+    return handle
+  }
+  const name = `tcg_test_${process.pid}_${++counter}`
+  await admin((sql) => sql.unsafe(`create database ${name} template ${source.name}`))
+  const handle = await openPostgres(urlFor(name), { max: 8 })
+  afterAll(async () => {
+    await handle.close()
+    await admin((sql) => sql.unsafe(`drop database if exists ${name}`))
+  })
+  return handle
+}
