@@ -31,23 +31,18 @@ function toSetSummary(row: repo.SetRecord): SetSummary {
 }
 
 export async function listGames(db: Database, page: Page) {
-  const [total, rows] = await Promise.all([repo.countGames(db), repo.findGamesPage(db, page)])
+  const { rows, total } = await repo.findGamesPage(db, page)
   return { data: rows.map(toGame), meta: pageMeta(page, total) }
 }
 
-async function requireGame(db: Database, slug: string): Promise<repo.GameRecord> {
+export async function getGame(db: Database, slug: string) {
   const game = await repo.findGameBySlug(db, slug)
   if (!game) throw notFound(`Game '${slug}'`)
-  return game
+  return { data: toGame(game) }
 }
 
-export async function getGame(db: Database, slug: string) {
-  return { data: toGame(await requireGame(db, slug)) }
-}
-
-/** The game's set_count (kept by the sync in the same transaction as its sets) is the list total. */
 export async function listGameSets(db: Database, slug: string, page: Page) {
-  const game = await requireGame(db, slug)
-  const rows = await repo.findSetsPageByGame(db, game.id, page)
-  return { data: rows.map(toSetSummary), meta: pageMeta(page, game.setCount) }
+  const found = await repo.findSetsPageByGameSlug(db, slug, page)
+  if (!found) throw notFound(`Game '${slug}'`)
+  return { data: found.rows.map(toSetSummary), meta: pageMeta(page, found.total) }
 }

@@ -1,0 +1,99 @@
+/**
+ * Public catalog reads (Postgres-backed) against a bare Bun.serve sending the same bytes, each
+ * server in its own process, measured by autocannon from this one, in the same run.
+ *
+ *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench bun bench/public-catalog.bench.ts
+ *
+ * Seeds the `small` demo catalog into that database on the first run. Exits 1 if a budget fails.
+ */
+import { cpus, totalmem } from 'node:os'
+import { resolve } from 'node:path'
+import autocannon from 'autocannon'
+import postgres from 'postgres'
+
+const ROOT = resolve(import.meta.dir, '..')
+const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench'
+const CONNECTIONS = 50
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const WARMUP_SECONDS = 2
+
+/** Budgets as data (DESIGN section 6: Postgres-backed reads p99 ≤ 20 ms at 50 connections). */
+const SCENARIOS = [
+  { name: 'GET /v1/games', path: '/v1/games?per_page=50', p99Ms: 20 },
+  { name: 'GET /v1/games/:slug/sets', path: '/v1/games/pokemon/sets', p99Ms: 20 },
+]
+
+async function prepareDatabase() {
+  const url = new URL(DATABASE_URL)
+  const name = url.pathname.slice(1)
+  url.pathname = '/postgres'
+  const admin = postgres(url.toString(), { max: 1, onnotice: () => {} })
+  const [exists] = await admin`select 1 from pg_database where datname = ${name}`
+  if (!exists) await admin.unsafe(`create database ${name}`)
+  await admin.end()
+  const seed = Bun.spawn([process.execPath, 'src/cli.ts', 'seed', '--scale', 'small'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL, LOG_LEVEL: 'warn' },
+    stdout: 'inherit',
+    stderr: 'pipe',
+  })
+  const code = await seed.exited
+  const stderr = await new Response(seed.stderr).text()
+  if (code !== 0 && !stderr.includes('already has data')) throw new Error(`seeding failed: ${stderr}`)
+}
+
+async function spawnServer(args: string[], env: Record<string, string>) {
+  const child = Bun.spawn([process.execPath, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'inherit' })
+  const reader = child.stdout.getReader()
+  const decoder = new TextDecoder()
+  let buffered = ''
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error(`server ${args.join(' ')} exited before listening`)
+    buffered += decoder.decode(value)
+    const line = buffered.split('\n').find((l) => l.includes('"listening'))
+    if (!line) continue
+    // Keep draining its log, or its next write fails with EPIPE.
+    void (async () => {
+      while (!(await reader.read()).done);
+    })()
+    return { url: JSON.parse(line).url as string, stop: () => child.kill() }
+  }
+}
+
+async function measure(url: string) {
+  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_SECONDS })
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS })
+  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors`)
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 }
+}
+
+await prepareDatabase()
+const app = await spawnServer(['src/index.ts'], { DATABASE_URL, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' })
+const rows: string[] = []
+let failed = false
+try {
+  for (const scenario of SCENARIOS) {
+    const bodyFile = `/tmp/tcg-bench-${Bun.hash(scenario.path)}.json`
+    await Bun.write(bodyFile, await (await fetch(app.url + scenario.path)).arrayBuffer())
+    const baseline = await spawnServer(['bench/baseline-server.ts', bodyFile, '0'], {})
+    try {
+      const bare = await measure(baseline.url)
+      const ours = await measure(app.url + scenario.path)
+      const pass = ours.p99 <= scenario.p99Ms
+      failed ||= !pass
+      rows.push(
+        `| ${scenario.name} | ${ours.p50} | ${ours.p99} | ${Math.round(ours.rps)} | ${Math.round(bare.rps)} | ${(ours.rps / bare.rps).toFixed(2)} | p99 ≤ ${scenario.p99Ms} ms | ${pass ? 'PASS' : 'FAIL'} |`,
+      )
+    } finally {
+      baseline.stop()
+    }
+  }
+} finally {
+  app.stop()
+}
+console.log(`\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, latency in ms (autocannon: whole ms)\n`)
+console.log('| path | p50 | p99 | req/s | bare Bun.serve req/s | ratio | budget | result |')
+console.log('|---|---|---|---|---|---|---|---|')
+for (const row of rows) console.log(row)
+process.exit(failed ? 1 : 0)

@@ -1,0 +1,24 @@
+import { LRUCache } from 'lru-cache'
+
+/**
+ * A bounded, short-lived cache of read results for data that changes only when a sync runs.
+ * It holds the promise, so concurrent misses for one key share one query; a failed read is
+ * forgotten at once. Staleness after a sync is at most `ttlMs` on every node, with no
+ * invalidation traffic.
+ *
+ * @example const games = createReadCache(5_000); games.get('page:1', () => listGames(db, page))
+ */
+export function createReadCache(ttlMs: number, max = 1_000) {
+  const entries = new LRUCache<string, Promise<unknown>>({ max, ttl: ttlMs })
+  return {
+    get<T>(key: string, load: () => Promise<T>): Promise<T> {
+      let entry = entries.get(key) as Promise<T> | undefined
+      if (!entry) {
+        entry = load()
+        entries.set(key, entry)
+        entry.catch(() => entries.delete(key))
+      }
+      return entry
+    },
+  }
+}
