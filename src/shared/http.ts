@@ -40,7 +40,8 @@ export function validationToAppError(error: ValidationError): AppError {
     const field = issue.path.replace(/^\//, '').replaceAll('/', '.') || issue.schema['x-param'] || error.type
     if (seen.has(field)) continue
     seen.add(field)
-    const missing = issue.value === undefined && issue.message.toLowerCase().includes('required')
+    // Optional absent fields raise no error, so an absent value here is a required one.
+    const missing = issue.value === undefined
     details.push({ field, message: missing ? 'is required' : describeExpectation(issue.schema, issue.message) })
   }
   if (details.length === 0) details.push({ field: error.type, message: 'is invalid' })
@@ -57,7 +58,8 @@ export function errorHandler(logger: Logger, allowedMethods: (path: string) => s
   return new Elysia({ name: 'error-handler' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     let appError: AppError
     if (error instanceof AppError) appError = error
-    else if (error instanceof ValidationError) appError = validationToAppError(error)
+    // A response that fails its own schema is our bug, not the client's: it falls through to 500.
+    else if (error instanceof ValidationError && error.type !== 'response') appError = validationToAppError(error)
     else if (code === 'NOT_FOUND') {
       const path = new URL(request.url).pathname
       const allowed = allowedMethods(path)

@@ -9,12 +9,9 @@ import {
   primaryKey,
   serial,
   text,
-  timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core'
-
-const createdAt = () =>
-  timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow()
+import { createdAt, timestamptz } from './columns'
 
 export const accounts = pgTable(
   'accounts',
@@ -41,8 +38,8 @@ export const sessions = pgTable(
       .references(() => accounts.id, { onDelete: 'cascade' }),
     /** SHA-256 (hex) of the cookie value; the raw token is never stored. */
     tokenHash: text('token_hash').notNull(),
-    expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
-    revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
+    expiresAt: timestamptz('expires_at').notNull(),
+    revokedAt: timestamptz('revoked_at'),
     createdAt: createdAt(),
   },
   (table) => [
@@ -65,8 +62,8 @@ export const apiKeys = pgTable(
     keyPrefix: text('key_prefix').notNull(),
     isActive: boolean('is_active').notNull().default(true),
     totalRequests: bigint('total_requests', { mode: 'number' }).notNull().default(0),
-    lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'date' }),
-    revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
+    lastUsedAt: timestamptz('last_used_at'),
+    revokedAt: timestamptz('revoked_at'),
     createdAt: createdAt(),
   },
   (table) => [

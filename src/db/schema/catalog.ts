@@ -8,9 +8,9 @@ import {
   serial,
   smallint,
   text,
-  timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core'
+import { timestamptz } from './columns'
 
 export const games = pgTable('games', {
   id: serial('id').primaryKey(),
@@ -23,7 +23,7 @@ export const games = pgTable('games', {
   priority: smallint('priority').notNull(),
   setCount: integer('set_count').notNull().default(0),
   cardCount: integer('card_count').notNull().default(0),
-  lastSyncedAt: timestamp('last_synced_at', { withTimezone: true, mode: 'date' }),
+  lastSyncedAt: timestamptz('last_synced_at'),
 })
 
 export const sets = pgTable(
@@ -39,7 +39,7 @@ export const sets = pgTable(
     abbreviation: text('abbreviation').notNull(),
     releaseDate: date('release_date', { mode: 'string' }).notNull(),
     cardCount: integer('card_count').notNull().default(0),
-    lastSyncedAt: timestamp('last_synced_at', { withTimezone: true, mode: 'date' }),
+    lastSyncedAt: timestamptz('last_synced_at'),
   },
   (table) => [
     uniqueIndex('sets_game_slug_idx').on(table.gameId, table.slug),
@@ -75,7 +75,7 @@ export const cards = pgTable(
     productStatusId: smallint('product_status_id').notNull(),
     hp: text('hp'),
     customAttributes: jsonb('custom_attributes').$type<Record<string, string | string[]>>().notNull(),
-    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+    updatedAt: timestamptz('updated_at').notNull(),
   },
   (table) => [
     index('cards_set_number_idx').on(table.setId, table.number, table.id),

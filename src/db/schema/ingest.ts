@@ -1,4 +1,5 @@
-import { index, integer, jsonb, pgTable, serial, text, timestamp } from 'drizzle-orm/pg-core'
+import { index, integer, jsonb, pgTable, serial, text } from 'drizzle-orm/pg-core'
+import { timestamptz } from './columns'
 import { games } from './catalog'
 
 /** One row per game sync: what ran, how it ended, what it wrote. */
@@ -13,8 +14,8 @@ export const syncRuns = pgTable(
     status: text('status').notNull(),
     stats: jsonb('stats').$type<Record<string, number>>(),
     error: text('error'),
-    startedAt: timestamp('started_at', { withTimezone: true, mode: 'date' }).notNull(),
-    finishedAt: timestamp('finished_at', { withTimezone: true, mode: 'date' }),
+    startedAt: timestamptz('started_at').notNull(),
+    finishedAt: timestamptz('finished_at'),
   },
   (table) => [index('sync_runs_game_idx').on(table.gameId, table.startedAt)],
 )

@@ -6,8 +6,8 @@ import {
   pgTable,
   primaryKey,
   text,
-  timestamp,
 } from 'drizzle-orm/pg-core'
+import { timestamptz } from './columns'
 import { cards } from './catalog'
 
 // Money and percentages are double precision, stored rounded to 2 decimals: postgres.js returns
@@ -31,7 +31,7 @@ export const cardPrices = pgTable(
     priceChange24h: doublePrecision('price_change_24h'),
     priceChange7d: doublePrecision('price_change_7d'),
     priceChange30d: doublePrecision('price_change_30d'),
-    lastUpdatedAt: timestamp('last_updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+    lastUpdatedAt: timestamptz('last_updated_at').notNull(),
   },
   (table) => [
     primaryKey({ columns: [table.cardId, table.printing] }),
@@ -77,7 +77,7 @@ export const conditionPrices = pgTable(
     /** null when fewer than 3 listings were sampled. */
     medianWithShipping: doublePrecision('median_with_shipping'),
     sampleCount: integer('sample_count').notNull(),
-    lastUpdatedAt: timestamp('last_updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+    lastUpdatedAt: timestamptz('last_updated_at').notNull(),
   },
   (table) => [
     primaryKey({ columns: [table.cardId, table.printing, table.condition, table.language] }),

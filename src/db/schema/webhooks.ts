@@ -9,9 +9,9 @@ import {
   pgTable,
   serial,
   text,
-  timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core'
+import { createdAt, timestamptz } from './columns'
 import { accounts } from './accounts'
 import { cards } from './catalog'
 
@@ -39,8 +39,8 @@ export const webhooks = pgTable(
     lastPrice: doublePrecision('last_price'),
     isActive: boolean('is_active').notNull().default(true),
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
-    disabledAt: timestamp('disabled_at', { withTimezone: true, mode: 'date' }),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    disabledAt: timestamptz('disabled_at'),
+    createdAt: createdAt(),
   },
   (table) => [
     index('webhooks_account_idx').on(table.accountId, table.id),
@@ -62,11 +62,11 @@ export const webhookDeliveries = pgTable(
     /** pending | delivered | dead */
     status: text('status').notNull().default('pending'),
     attempts: integer('attempts').notNull().default(0),
-    nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    nextAttemptAt: timestamptz('next_attempt_at').notNull().defaultNow(),
     lastStatusCode: integer('last_status_code'),
     lastError: text('last_error'),
-    deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    deliveredAt: timestamptz('delivered_at'),
+    createdAt: createdAt(),
   },
   (table) => [
     uniqueIndex('webhook_deliveries_event_idx').on(table.eventId),

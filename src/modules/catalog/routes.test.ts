@@ -100,6 +100,12 @@ describe('GET /v1/games/:slug', () => {
     expect(body.data.priority).toBe(3)
   })
 
+  test('an over-long slug is 400 naming the slug', async () => {
+    const { status, body } = await json(`/v1/games/${'x'.repeat(101)}`)
+    expect(status).toBe(400)
+    expect(body.error.details).toEqual([{ field: 'slug', message: 'must be 1 to 100 characters long' }])
+  })
+
   test('unknown slug is 404 NOT_FOUND in the error envelope', async () => {
     const { status, body } = await json('/v1/games/no-such-game')
     expect(status).toBe(404)

@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test'
+import { addDays } from '../../../shared/clock'
 import {
   CONDITIONS,
   PRINTINGS_BY_KIND,
@@ -14,6 +15,8 @@ import { createDemoSource, DEMO_SCALES, type DemoScale } from './demo'
 
 const NOW = new Date('2026-11-21T15:30:00Z')
 const TODAY = '2026-11-21'
+/** Presale products are listed this many days before release (pre-orders). */
+const PRESALE_DAYS = 60
 const WEEK_AGO = '2026-11-14'
 
 interface Catalog {
@@ -342,7 +345,8 @@ describe('demo source: prices', () => {
       for (const set of catalog.sets) {
         const prices = await source.listPrices(set.groupId, date)
         const products = catalog.products.filter((product) => product.groupId === set.groupId)
-        const trades = set.releaseDate <= date || products.every((product) => product.productStatusId === 20)
+        const presale = products.every((product) => product.productStatusId === 20)
+        const trades = set.releaseDate <= date || (presale && addDays(set.releaseDate, -PRESALE_DAYS) <= date)
         const allPrintings = products.flatMap((product) => product.printings.map((printing) => `${product.productId}|${printing}`))
         const expected = trades ? allPrintings : []
         expect(prices.map(printingKey)).toEqual(expected)
@@ -360,7 +364,7 @@ describe('demo source: prices', () => {
     }
   })
 
-  test('not-yet-released sets are unpriced; presale sets are priced', async () => {
+  test('not-yet-released sets are unpriced; presale sets are priced from 60 days before release', async () => {
     const catalog = await tinyCatalog
     const source = tinySource()
     const date = '2026-06-01'
@@ -369,12 +373,17 @@ describe('demo source: prices', () => {
     expect(unreleased.length).toBeGreaterThan(0)
     expect(presale.length).toBeGreaterThan(0)
     for (const set of unreleased) expect(await source.listPrices(set.groupId, date)).toEqual([])
-    for (const set of presale) expect((await source.listPrices(set.groupId, date)).length).toBeGreaterThan(0)
+    for (const set of presale) {
+      const opens = addDays(set.releaseDate, -PRESALE_DAYS)
+      expect(await source.listPrices(set.groupId, addDays(opens, -1))).toEqual([])
+      expect((await source.listPrices(set.groupId, opens)).length).toBeGreaterThan(0)
+    }
   })
 
   test('no prices or sales before 2025-03-01; history starts that day', async () => {
-    const catalog = await tinyCatalog
-    const source = tinySource()
+    // Tiny sets are all recent: only the small catalog has sets trading on the first day.
+    const source = createDemoSource({ scale: 'small', now: () => NOW })
+    const catalog = await loadCatalog(source)
     const groups = groupIds(catalog)
     expect(await pricesOn(source, groups, '2025-02-28')).toEqual([])
     expect(await salesOn(source, groups, '2025-02-28')).toEqual([])

@@ -839,9 +839,13 @@ if (CONDITION_WEIGHTS.some((entry, index) => entry.condition !== CONDITIONS[inde
 // ---------------------------------------------------------------------------------------------
 // The source
 
-/** Whether a product trades on `date`: released by then, or sold as a presale. */
+/** How long before release a presale product is listed (pre-orders). */
+const PRESALE_DAYS = 60
+
+/** Whether a product trades on `date`: released by then, or listed as a presale in its window. */
 function trades(plan: SetPlan, date: string): boolean {
-  return plan.presale || plan.set.releaseDate <= date
+  const opens = plan.presale ? formatDay(dayNumberOf(plan.set.releaseDate) - PRESALE_DAYS) : plan.set.releaseDate
+  return opens <= date
 }
 
 class DemoSource implements MarketplaceSource {
