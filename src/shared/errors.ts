@@ -55,5 +55,3 @@ export class AppError extends Error {
 
 export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not found`)
 
-export const invalidParameter = (field: string, message: string) =>
-  new AppError('INVALID_PARAMETER', `Invalid parameter '${field}': ${message}`, [{ field, message }])

@@ -11,7 +11,6 @@ export const QueryInt = (options: NumberOptions = {}) => Type.Number({ ...option
 export const Id = Type.Integer({ minimum: 1, maximum: 2147483647, description: 'Positive integer id' })
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 timestamp (UTC)' })
-export const DateOnly = Type.String({ format: 'date', description: 'YYYY-MM-DD (UTC)' })
 
 export const MAX_PER_PAGE = 100
 
@@ -63,9 +62,3 @@ export const ErrorBody = Type.Object(
   },
   { description: 'Error envelope' },
 )
-
-/** `{ data }` envelope. */
-export const DataOf = <T extends TSchema>(data: T) => Type.Object({ data })
-
-/** `{ data, meta }` envelope of paginated lists. */
-export const PageOf = <T extends TSchema>(item: T) => Type.Object({ data: Type.Array(item), meta: PageMeta })

@@ -8,10 +8,3 @@ export function foilOnly(printings: readonly string[]): 0 | 1 {
   return printings.length > 0 && printings.every(isFoilPrinting) ? 1 : 0
 }
 
-/**
- * The printing that stands for the card in one-price views (DESIGN decision 3): `Normal` when it
- * has one, otherwise its first printing in the spec's order (printings arrive in that order).
- */
-export function primaryPrinting(printings: readonly string[]): string | undefined {
-  return printings.includes('Normal') ? 'Normal' : printings[0]
-}

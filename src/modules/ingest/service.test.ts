@@ -7,7 +7,8 @@ import { cardPrices, cards, games, priceHistory, sets, syncRuns } from '../../db
 import { addDays, utcDate } from '../../shared/clock'
 import { DEFAULT_BACKFILL, percentChange } from './normalize'
 import { syncGames } from './service'
-import type { MarketplaceSource } from './source'
+import type { MarketplaceSource, SourceProduct } from './source'
+import { cleanName } from '../../shared/text'
 
 const TODAY = utcDate(TEST_NOW)
 const TOMORROW = addDays(TODAY, 1)
@@ -48,6 +49,34 @@ describe('seeding the demo catalog', async () => {
     // Unreleased, non-presale products have no price yet.
     expect(priceCount!.n).toBeGreaterThan(printings * 0.9)
     expect(priceCount!.n).toBeLessThanOrEqual(printings)
+  })
+
+  test('cards carry the source fields, a derived foil_only and a search-ready clean_name', async () => {
+    const products = new Map<number, SourceProduct>()
+    for (const game of await source.listGames()) {
+      for (const set of await source.listSets(game.categoryId)) {
+        for (const product of await source.listProducts(set.groupId)) products.set(product.productId, product)
+      }
+    }
+    const rows = await db.select().from(cards)
+    let foilOnlyCards = 0
+    for (const card of rows) {
+      const product = products.get(card.marketplaceId)!
+      const allFoil = product.printings.every((printing) => /foil/i.test(printing))
+      expect(card.foilOnly).toBe(allFoil ? 1 : 0)
+      foilOnlyCards += card.foilOnly
+      expect(card.cleanName).toBe(cleanName(product.name))
+      expect(card).toMatchObject({
+        name: product.name,
+        number: product.number,
+        productType: product.productType,
+        shippingCategoryId: product.shippingCategoryId,
+        productStatusId: product.productStatusId,
+        hp: product.hp,
+        customAttributes: product.customAttributes,
+      })
+    }
+    expect(foilOnlyCards).toBeGreaterThan(0)
   })
 
   test('history holds weekly then daily points, oldest first, ending today', async () => {
