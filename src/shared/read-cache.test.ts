@@ -22,6 +22,17 @@ describe('createReadCache', () => {
     expect(await cache.get('k', async () => 'recovered')).toBe('recovered')
   })
 
+  test('a slow failure after expiry does not evict the newer entry', async () => {
+    const cache = createReadCache(20)
+    let fail!: (error: Error) => void
+    const slow = cache.get('k', () => new Promise<string>((_, reject) => (fail = reject)))
+    await Bun.sleep(40)
+    expect(await cache.get('k', async () => 'fresh')).toBe('fresh')
+    fail(new Error('late'))
+    await expect(slow).rejects.toThrow('late')
+    expect(await cache.get('k', async () => 'reloaded')).toBe('fresh')
+  })
+
   test('entries expire after the ttl', async () => {
     const cache = createReadCache(20)
     expect(await cache.get('k', async () => 'old')).toBe('old')

@@ -16,7 +16,9 @@ export function createReadCache(ttlMs: number, max = 1_000) {
       if (!entry) {
         entry = load()
         entries.set(key, entry)
-        entry.catch(() => entries.delete(key))
+        const pending = entry
+        // Only if the key still holds this load: a newer one may have replaced it after expiry.
+        pending.catch(() => entries.peek(key) === pending && entries.delete(key))
       }
       return entry
     },
