@@ -7,11 +7,10 @@
  * Seeds the `small` demo catalog into that database on the first run. Exits 1 if a budget fails.
  */
 import { cpus, totalmem } from 'node:os'
-import { resolve } from 'node:path'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
+import { ROOT, spawnUntilListening } from '../test/helpers/process'
 
-const ROOT = resolve(import.meta.dir, '..')
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench'
 const CONNECTIONS = 50
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
@@ -43,22 +42,8 @@ async function prepareDatabase() {
 }
 
 async function spawnServer(args: string[], env: Record<string, string>) {
-  const child = Bun.spawn([process.execPath, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'inherit' })
-  const reader = child.stdout.getReader()
-  const decoder = new TextDecoder()
-  let buffered = ''
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) throw new Error(`server ${args.join(' ')} exited before listening`)
-    buffered += decoder.decode(value)
-    const line = buffered.split('\n').find((l) => l.includes('"listening'))
-    if (!line) continue
-    // Keep draining its log, or its next write fails with EPIPE.
-    void (async () => {
-      while (!(await reader.read()).done);
-    })()
-    return { url: JSON.parse(line).url as string, stop: () => child.kill() }
-  }
+  const { url, child } = await spawnUntilListening(args, { ...process.env, ...env })
+  return { url, stop: () => child.kill() }
 }
 
 async function measure(url: string) {

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
+import { ROOT } from '../helpers/process'
 
-const ROOT = resolve(import.meta.dir, '../..')
 const dataDir = mkdtempSync(join(tmpdir(), 'tcg-cli-'))
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
 

@@ -1,44 +1,24 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
+import { type Listening, ROOT, spawnUntilListening } from '../helpers/process'
 
 // The quickstart path: `start` on a bare machine uses embedded PGlite, seeds itself and serves.
-const ROOT = resolve(import.meta.dir, '../..')
 const dataDir = mkdtempSync(join(tmpdir(), 'tcg-embedded-'))
 const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATA_DIR: dataDir, DEMO_SCALE: 'tiny', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' }
 
-const server = Bun.spawn([process.execPath, 'src/index.ts'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })
+let server: Listening | undefined
 afterAll(() => {
-  server.kill()
+  server?.child.kill()
   rmSync(dataDir, { recursive: true, force: true })
 })
 
-/** Reads the JSON log until the "listening" line; returns its URL and every line before it. */
-async function waitForListening(): Promise<{ url: string; lines: any[] }> {
-  const lines: any[] = []
-  const decoder = new TextDecoder()
-  let buffered = ''
-  for await (const chunk of server.stdout) {
-    buffered += decoder.decode(chunk)
-    let newline = buffered.indexOf('\n')
-    while (newline >= 0) {
-      const line = JSON.parse(buffered.slice(0, newline))
-      buffered = buffered.slice(newline + 1)
-      lines.push(line)
-      if (line.msg?.startsWith('listening')) return { url: line.url, lines }
-      newline = buffered.indexOf('\n')
-    }
-  }
-  throw new Error(`server exited before listening: ${await new Response(server.stderr).text()}`)
-}
-
 describe('first start on embedded PGlite', () => {
-  let started: { url: string; lines: any[] }
-
   test('seeds the demo catalog with a log line per stage, then serves', async () => {
     const t0 = performance.now()
-    started = await waitForListening()
+    server = await spawnUntilListening(['src/index.ts'], env)
+    const started = server
     const seconds = (performance.now() - t0) / 1000
     expect(seconds).toBeLessThan(60)
     expect(started.lines.some((l) => l.msg?.includes('embedded database'))).toBe(true)
@@ -55,6 +35,6 @@ describe('first start on embedded PGlite', () => {
     const second = Bun.spawn([process.execPath, 'src/cli.ts', 'sync'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })
     expect(await second.exited).toBe(1)
     const message = await new Response(second.stderr).text()
-    expect(message).toContain(`is in use by process ${server.pid}`)
+    expect(message).toContain(`is in use by process ${server!.child.pid}`)
   }, 30_000)
 })

@@ -11,12 +11,10 @@ import {
   type SourceSale,
   type SourceSet,
 } from '../source'
-import { createDemoSource, DEMO_SCALES, type DemoScale } from './demo'
+import { createDemoSource, DEMO_SCALES, type DemoScale, PRESALE_DAYS } from './demo'
 
 const NOW = new Date('2026-11-21T15:30:00Z')
 const TODAY = '2026-11-21'
-/** Presale products are listed this many days before release (pre-orders). */
-const PRESALE_DAYS = 60
 const WEEK_AGO = '2026-11-14'
 
 interface Catalog {

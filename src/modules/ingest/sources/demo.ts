@@ -840,7 +840,7 @@ if (CONDITION_WEIGHTS.some((entry, index) => entry.condition !== CONDITIONS[inde
 // The source
 
 /** How long before release a presale product is listed (pre-orders). */
-const PRESALE_DAYS = 60
+export const PRESALE_DAYS = 60
 
 /** Whether a product trades on `date`: released by then, or listed as a presale in its window. */
 function trades(plan: SetPlan, date: string): boolean {

@@ -1,0 +1,41 @@
+import { resolve } from 'node:path'
+
+export const ROOT = resolve(import.meta.dir, '../..')
+
+export interface Listening {
+  url: string
+  /** Every JSON log line up to and including the "listening" one. */
+  lines: Record<string, any>[]
+  child: ReturnType<typeof Bun.spawn>
+}
+
+/**
+ * Starts `bun <args>` in the project root and resolves once it logs a JSON line whose `msg` starts
+ * with "listening" (carrying its `url`). Its stdout keeps being drained afterwards, or its next
+ * log line would fail with EPIPE.
+ */
+export async function spawnUntilListening(args: string[], env: Record<string, string | undefined>): Promise<Listening> {
+  const child = Bun.spawn([process.execPath, ...args], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })
+  const reader = child.stdout.getReader()
+  const decoder = new TextDecoder()
+  const lines: Record<string, any>[] = []
+  let buffered = ''
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) throw new Error(`bun ${args.join(' ')} exited before listening: ${await new Response(child.stderr).text()}`)
+    buffered += decoder.decode(value, { stream: true })
+    let newline = buffered.indexOf('\n')
+    while (newline >= 0) {
+      const line = JSON.parse(buffered.slice(0, newline))
+      buffered = buffered.slice(newline + 1)
+      lines.push(line)
+      if (typeof line.msg === 'string' && line.msg.startsWith('listening')) {
+        void (async () => {
+          while (!(await reader.read()).done);
+        })()
+        return { url: line.url, lines, child }
+      }
+      newline = buffered.indexOf('\n')
+    }
+  }
+}
