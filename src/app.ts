@@ -1,19 +1,37 @@
 import { Elysia } from 'elysia'
 import type { Deps } from './deps'
+import { rateLimitOf } from './modules/auth/guard'
+import { authRoutes } from './modules/auth/routes'
+import { createAuthRuntime } from './modules/auth/runtime'
 import { catalogRoutes } from './modules/catalog/routes'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
 import { errorHandler } from './shared/http'
 
-export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger'>
+export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config: Pick<Deps['config'], 'cookieSecure'> }
 
-/** Builds the whole HTTP app without listening, so tests can serve it on any port. */
+/**
+ * Builds the whole HTTP app without listening, so tests can serve it on any port. The auth
+ * runtime (key cache, quota store, usage batching) lives as long as the app: `stop()` flushes it.
+ */
 export function createApp(deps: AppDeps) {
+  const auth = createAuthRuntime(deps)
   const app = new Elysia()
-    .use(errorHandler(deps.logger, (path) => allowedMethods(path)))
+    .use(
+      errorHandler(deps.logger, {
+        allowedMethods: (path) => allowedMethods(path),
+        // A refusal after a valid key (400, 404, 429, …) still tells the client where its quota stands.
+        extraBody: (request) => {
+          const rateLimit = rateLimitOf(request)
+          return rateLimit && { rate_limit: rateLimit }
+        },
+      }),
+    )
+    .onStop(() => auth.close())
     .use(docsRoutes())
-    .use(healthRoutes(deps))
+    .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode }))
     .use(catalogRoutes(deps))
+    .use(authRoutes(auth))
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined

@@ -9,6 +9,8 @@ describe('loadConfig', () => {
       databaseUrl: undefined,
       dataDir: './data',
       redisUrl: undefined,
+      redisKeyPrefix: 'tcg:',
+      cookieSecure: false,
       logLevel: 'info',
       demoScale: 'small',
     })

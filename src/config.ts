@@ -12,6 +12,8 @@ const Env = Type.Object({
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
   DATA_DIR: Type.String({ minLength: 1, default: './data' }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  REDIS_KEY_PREFIX: Type.String({ pattern: '^[A-Za-z0-9:_.-]{1,64}$', default: 'tcg:' }),
+  COOKIE_SECURE: Type.Boolean({ default: false }),
   LOG_LEVEL: Type.Union(
     ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -32,6 +34,10 @@ export interface Config {
   dataDir: string
   /** Redis when set; in-process stores otherwise. */
   redisUrl: string | undefined
+  /** Namespaces every Redis key and channel, so several deployments (or test runs) can share one Redis. */
+  redisKeyPrefix: string
+  /** Adds `Secure` to the session cookie: set it whenever the service is reached over HTTPS. */
+  cookieSecure: boolean
   logLevel: LogLevel
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
@@ -61,6 +67,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl: parsed.DATABASE_URL,
     dataDir: parsed.DATA_DIR,
     redisUrl: parsed.REDIS_URL,
+    redisKeyPrefix: parsed.REDIS_KEY_PREFIX,
+    cookieSecure: parsed.COOKIE_SECURE,
     logLevel: parsed.LOG_LEVEL as LogLevel,
     demoScale: parsed.DEMO_SCALE,
   })

@@ -11,7 +11,7 @@ const logged: unknown[] = []
 const logger = createLogger('silent')
 logger.error = ((...args: unknown[]) => void logged.push(args)) as typeof logger.error
 const app = new Elysia()
-  .use(errorHandler(logger, (path) => (path === '/items' ? ['GET'] : [])))
+  .use(errorHandler(logger, { allowedMethods: (path) => (path === '/items' ? ['GET'] : []) }))
   .get('/items', ({ query }) => query, {
     query: QueryParams({
       limit: Type.Optional(QueryInt({ minimum: 1, maximum: 50 })),

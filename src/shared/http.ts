@@ -54,7 +54,14 @@ export function validationToAppError(error: ValidationError): AppError {
  * and answered with a generic 500: internals never reach the client.
  * `allowedMethods` lets a 404 become a 405 when the path exists under another method.
  */
-export function errorHandler(logger: Logger, allowedMethods: (path: string) => string[]) {
+export function errorHandler(
+  logger: Logger,
+  hooks: {
+    allowedMethods: (path: string) => string[]
+    /** Fields added beside `error` for this request, e.g. its quota state. */
+    extraBody?: (request: Request) => Record<string, unknown> | undefined
+  },
+) {
   return new Elysia({ name: 'error-handler' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     let appError: AppError
     if (error instanceof AppError) appError = error
@@ -62,7 +69,7 @@ export function errorHandler(logger: Logger, allowedMethods: (path: string) => s
     else if (error instanceof ValidationError && error.type !== 'response') appError = validationToAppError(error)
     else if (code === 'NOT_FOUND') {
       const path = new URL(request.url).pathname
-      const allowed = allowedMethods(path)
+      const allowed = hooks.allowedMethods(path)
       if (allowed.length > 0 && !allowed.includes(request.method)) {
         set.headers.allow = allowed.join(', ')
         appError = new AppError('METHOD_NOT_ALLOWED', `Method ${request.method} is not allowed on ${path}`)
@@ -77,6 +84,6 @@ export function errorHandler(logger: Logger, allowedMethods: (path: string) => s
     }
     set.status = appError.status
     if (appError.headers) Object.assign(set.headers, appError.headers)
-    return appError.toBody()
+    return { ...appError.toBody(), ...hooks.extraBody?.(request) }
   })
 }

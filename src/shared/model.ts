@@ -1,9 +1,14 @@
-import { type NumberOptions, type Static, type TProperties, type TSchema, Type } from '@sinclair/typebox'
-import { ERROR_STATUS } from './errors'
+import { type NumberOptions, type SchemaOptions, type Static, type TProperties, type TSchema, Type } from '@sinclair/typebox'
+import { ERROR_STATUS, type ErrorCode } from './errors'
 
 // Shared TypeBox models. Response integers use typebox's Type.Integer (Elysia's t.Integer shows as
 // a string/integer union in OpenAPI). Query and path integers use QueryInt: Elysia coerces query
 // strings only for the Number kind, so an integer there is a number that must be a multiple of 1.
+
+/** A string that is one of `values` (static type: their union), e.g. an enum parameter. */
+export function LiteralUnion<T extends string>(values: readonly T[], options: SchemaOptions = {}) {
+  return Type.Unsafe<T>(Type.Union(values.map((value) => Type.Literal(value)), options))
+}
 
 /** An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`. */
 export const QueryInt = (options: NumberOptions = {}) => Type.Number({ ...options, multipleOf: 1 })
@@ -52,13 +57,25 @@ export function pageMeta(page: Page, total: number): PageMeta {
   return { total, page: page.page, per_page: page.perPage, has_more: page.page * page.perPage < total }
 }
 
+/** The spec's `rate_limit` body object; the same numbers travel in the X-RateLimit-* headers. */
+export const RateLimit = Type.Object(
+  {
+    daily_limit: Type.Integer({ minimum: 0, description: "The account's daily request quota" }),
+    daily_remaining: Type.Integer({ minimum: 0, description: 'Units left today' }),
+    daily_reset: Type.String({ format: 'date-time', description: 'When the counter resets: the next 00:00 UTC' }),
+  },
+  { description: 'Quota state after this request (every response to a request with a valid key)' },
+)
+export type RateLimit = Static<typeof RateLimit>
+
 export const ErrorBody = Type.Object(
   {
     error: Type.Object({
       message: Type.String(),
-      code: Type.Union(Object.keys(ERROR_STATUS).map((code) => Type.Literal(code))),
+      code: LiteralUnion(Object.keys(ERROR_STATUS) as ErrorCode[]),
       details: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
     }),
+    rate_limit: Type.Optional(RateLimit),
   },
-  { description: 'Error envelope' },
+  { description: 'Error envelope; `rate_limit` is present when the request carried a valid key' },
 )

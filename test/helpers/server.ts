@@ -1,5 +1,11 @@
 import { afterAll } from 'bun:test'
 import { type AppDeps, createApp } from '../../src/app'
+import { testClock } from './db'
+
+/** AppDeps where the clock (default: TEST_NOW) and config (default: no Secure cookie) may be left out. */
+export type TestAppDeps = Omit<AppDeps, 'clock' | 'config'> & Partial<Pick<AppDeps, 'clock' | 'config'>>
+
+export const appDeps = (deps: TestAppDeps): AppDeps => ({ clock: testClock, config: { cookieSecure: false }, ...deps })
 
 export interface TestServer {
   base: string
@@ -7,8 +13,8 @@ export interface TestServer {
 }
 
 /** The real app on a real port: tests speak HTTP to it. Stopped after the file's tests. */
-export function startServer(deps: AppDeps): TestServer {
-  const app = createApp(deps).listen({ port: 0, hostname: '127.0.0.1' })
+export function startServer(deps: TestAppDeps): TestServer {
+  const app = createApp(appDeps(deps)).listen({ port: 0, hostname: '127.0.0.1' })
   const base = `http://127.0.0.1:${app.server!.port}`
   afterAll(() => app.stop())
   return { base, get: (path, init) => fetch(base + path, init) }

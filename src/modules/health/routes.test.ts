@@ -21,7 +21,7 @@ describe('health and readiness', async () => {
     expect(response.status).toBe(200)
     expect(await response.json()).toEqual({
       status: 'ready',
-      checks: { database: 'ok', data: 'ok', redis: 'not_configured' },
+      checks: { database: 'ok', data: 'ok', redis: 'not_configured', quota: 'local' },
     })
   })
 
@@ -32,13 +32,15 @@ describe('health and readiness', async () => {
     expect(((await response.json()) as any).checks.data).toBe('empty')
   })
 
-  test('/ready is 503 when a configured Redis is unreachable', async () => {
+  test('/ready stays 200 but says degraded when a configured Redis is unreachable', async () => {
     const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
     dead.on('error', () => {})
     const server = startServer({ db: seeded.db, redis: dead, logger: testLogger })
     const response = await server.get('/ready')
-    expect(response.status).toBe(503)
-    expect(((await response.json()) as any).checks.redis).toBe('error')
+    expect(response.status).toBe(200)
+    const body = (await response.json()) as any
+    expect(body.status).toBe('degraded')
+    expect(body.checks.redis).toBe('error')
     dead.disconnect()
   })
 
@@ -47,7 +49,7 @@ describe('health and readiness', async () => {
     const server = startServer({ db: seeded.db, redis, logger: testLogger })
     const response = await server.get('/ready')
     expect(response.status).toBe(200)
-    expect(((await response.json()) as any).checks.redis).toBe('ok')
+    expect(await response.json()).toMatchObject({ status: 'ready', checks: { redis: 'ok', quota: 'shared' } })
     redis.disconnect()
   })
 })

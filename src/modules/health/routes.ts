@@ -7,8 +7,17 @@ import { isCatalogEmpty } from '../ingest/service'
 const Check = Type.Union([Type.Literal('ok'), Type.Literal('empty'), Type.Literal('error'), Type.Literal('not_configured')])
 
 const Readiness = Type.Object({
-  status: Type.Union([Type.Literal('ready'), Type.Literal('not_ready')]),
-  checks: Type.Object({ database: Check, data: Check, redis: Check }),
+  status: Type.Union([Type.Literal('ready'), Type.Literal('degraded'), Type.Literal('not_ready')], {
+    description: '`degraded`: serving, but quotas are counted on this node only because Redis fails',
+  }),
+  checks: Type.Object({
+    database: Check,
+    data: Check,
+    redis: Check,
+    quota: Type.Union([Type.Literal('shared'), Type.Literal('local'), Type.Literal('degraded')], {
+      description: 'shared: Redis counters; local: no Redis configured (one node); degraded: Redis configured but failing',
+    }),
+  }),
 })
 
 /** The check's verdict, or 'error' when it throws (an unreachable dependency is an answer here). */
@@ -21,7 +30,7 @@ async function probe<T extends string>(check: () => Promise<T>): Promise<T | 'er
 }
 
 /** Liveness and readiness for load balancers and orchestrators. */
-export function healthRoutes(deps: Pick<Deps, 'db' | 'redis'>) {
+export function healthRoutes(deps: Pick<Deps, 'db' | 'redis'> & { quotaMode: () => 'shared' | 'local' | 'degraded' }) {
   return new Elysia({ name: 'health-routes' })
     .get('/health', () => ({ status: 'ok' as const }), {
       response: { 200: Type.Object({ status: Type.Literal('ok') }) },
@@ -36,18 +45,21 @@ export function healthRoutes(deps: Pick<Deps, 'db' | 'redis'>) {
         })
         const database = data !== 'error'
         const redis = deps.redis ? await probe(async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const)
-        const ready = database && data === 'ok' && redis !== 'error'
-        set.status = ready ? 200 : 503
+        const quota = deps.quotaMode()
+        // A Redis outage degrades quota sharing but the node keeps serving: stay in the pool.
+        const serving = database && data === 'ok'
+        const degraded = redis === 'error' || quota === 'degraded'
+        set.status = serving ? 200 : 503
         return {
-          status: ready ? ('ready' as const) : ('not_ready' as const),
-          checks: { database: database ? ('ok' as const) : ('error' as const), data, redis },
+          status: !serving ? ('not_ready' as const) : degraded ? ('degraded' as const) : ('ready' as const),
+          checks: { database: database ? ('ok' as const) : ('error' as const), data, redis, quota },
         }
       },
       {
         response: { 200: Readiness, 503: Readiness },
         detail: {
           tags: ['Health'],
-          summary: 'Readiness: database reachable, catalog loaded, Redis reachable when configured',
+          summary: 'Readiness: database reachable and catalog loaded (503 otherwise); Redis trouble is `degraded` (200)',
         },
       },
     )

@@ -1,0 +1,171 @@
+import { type Static, type TObject, Type } from '@sinclair/typebox'
+import { Elysia } from 'elysia'
+import { AppError } from '../../shared/errors'
+import { RateLimit } from '../../shared/model'
+import { findSession } from './accounts'
+import { type DayCounters, nextUtcMidnight } from './quota'
+import type { AccountRow, KeyIdentity } from './repo'
+import type { AuthRuntime } from './runtime'
+import { type Capability, minimumTier, TIER_POLICY, type TierPolicy } from './tiers'
+
+export interface ApiKeyRule {
+  /** What the route needs beyond a valid key (see tiers.ts). */
+  needs: Capability
+  /** Quota units the request costs (default 1). 0 = free and answered even over quota. */
+  cost?: number
+}
+
+export interface KeyAuth {
+  identity: KeyIdentity
+  policy: TierPolicy
+  /** The instant the request was charged at: the day it counts for. */
+  now: Date
+  /** Today's counters, read for routes that cost nothing (they are not charged, only shown). */
+  counters?: DayCounters
+}
+
+export interface SessionAuth {
+  sessionId: number
+  account: AccountRow
+}
+
+// Per-request state lives beside the request, not in the context: the checks run in `transform`
+// (before validation, so a missing key is a 401 even with bad parameters and a bad parameter still
+// costs quota, DESIGN decision 5), and the error handler needs the quota state for error bodies.
+const keyAuths = new WeakMap<Request, KeyAuth>()
+const rateLimits = new WeakMap<Request, RateLimit>()
+const sessions = new WeakMap<Request, SessionAuth>()
+
+/** The `rate_limit` of a request that carried a valid key: error responses include it too. */
+export const rateLimitOf = (request: Request): RateLimit | undefined => rateLimits.get(request)
+
+function announceQuota(request: Request, headers: Record<string, unknown>, policy: TierPolicy, used: number, now: Date) {
+  const rateLimit: RateLimit = {
+    daily_limit: policy.dailyQuota,
+    daily_remaining: Math.max(0, policy.dailyQuota - used),
+    daily_reset: nextUtcMidnight(now).toISOString(),
+  }
+  headers['x-ratelimit-limit'] = String(rateLimit.daily_limit)
+  headers['x-ratelimit-remaining'] = String(rateLimit.daily_remaining)
+  headers['x-ratelimit-reset'] = rateLimit.daily_reset
+  rateLimits.set(request, rateLimit)
+  return rateLimit
+}
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+
+/**
+ * CSRF defence for cookie-authenticated writes (DESIGN decision 9): a browser sends a foreign
+ * `Origin` on cross-site requests, and can only send a cross-site body without a preflight as a
+ * form or text, so a write must be same-origin (when Origin is sent) and JSON (when it has a body).
+ */
+export function refuseCrossSiteWrite(request: Request) {
+  if (!WRITE_METHODS.has(request.method)) return
+  const origin = request.headers.get('origin')
+  if (origin !== null) {
+    let originHost: string | undefined
+    try {
+      originHost = new URL(origin).host
+    } catch {}
+    if (originHost === undefined || originHost !== request.headers.get('host')) {
+      throw new AppError('FORBIDDEN', `Cross-origin request refused: Origin ${origin} is not this service`)
+    }
+  }
+  const length = request.headers.get('content-length')
+  const hasBody = (length !== null && length !== '0') || request.headers.has('transfer-encoding')
+  const type = request.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase()
+  if (hasBody && type !== 'application/json') {
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The body must be JSON (Content-Type: application/json), not ${type ?? 'untyped'}`)
+  }
+}
+
+export const SESSION_COOKIE = 'session'
+
+/**
+ * A key-guarded route's 200 schema: its own fields plus the spec's `rate_limit`, which the guard
+ * adds after the handler. The static type stays the handler's own, so handlers never build it.
+ */
+export function withRateLimit<T extends TObject>(schema: T) {
+  return Type.Unsafe<Static<T>>(Type.Object({ ...schema.properties, rate_limit: RateLimit }, { description: schema.description }))
+}
+
+/** The refusals every key-guarded route can answer with. */
+export const KEY_GUARD_ERRORS = { 401: 'Error', 403: 'Error', 429: 'Error' } as const
+
+/**
+ * The route guards. `apiKey: { needs }` authenticates the X-API-Key header, checks the tier's
+ * capability, charges the quota and adds `rate_limit` to the response; `session: true`
+ * authenticates the session cookie; `sameOriginJson: true` applies the CSRF rules alone.
+ */
+export function authGuard(auth: AuthRuntime) {
+  return new Elysia({ name: 'auth-guard' }).macro({
+    apiKey: (rule: ApiKeyRule) => ({
+      detail: { security: [{ ApiKey: [] }] },
+      async transform({ request, set }) {
+        const raw = request.headers.get('x-api-key')
+        if (!raw) throw new AppError('API_KEY_REQUIRED', 'An API key is required: send it in the X-API-Key header')
+        const identity = await auth.keys.lookup(raw)
+        if (!identity) throw new AppError('INVALID_API_KEY', 'The API key is unknown or has been revoked')
+        const policy = TIER_POLICY[identity.tier]
+        const now = auth.clock.now()
+        const record = (units: number, rejected = false) =>
+          auth.usage.record({ keyId: identity.keyId, accountId: identity.accountId, units, rejected, at: now })
+
+        const cost = rule.cost ?? 1
+        let counters: DayCounters | undefined
+        if (!policy.capabilities.has(rule.needs) || cost === 0) {
+          counters = await auth.quota.read(identity.accountId, now)
+          announceQuota(request, set.headers, policy, counters.used, now)
+          record(0)
+          if (!policy.capabilities.has(rule.needs)) {
+            const needed = TIER_POLICY[minimumTier(rule.needs)].label
+            throw new AppError(
+              'TIER_REQUIRED',
+              `This endpoint requires a ${needed} subscription or higher; this key's account is on ${policy.label}`,
+            )
+          }
+        } else {
+          const charged = await auth.quota.charge({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
+          announceQuota(request, set.headers, policy, charged.used, now)
+          record(charged.admitted ? cost : 0, !charged.admitted)
+          if (!charged.admitted) {
+            const reset = nextUtcMidnight(now)
+            const retryAfter = Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000))
+            throw new AppError(
+              'RATE_LIMIT_EXCEEDED',
+              `Daily quota of ${policy.dailyQuota} requests exceeded; it resets at midnight UTC (${reset.toISOString()})`,
+              undefined,
+              { 'retry-after': String(retryAfter) },
+            )
+          }
+        }
+        keyAuths.set(request, { identity, policy, now, counters })
+      },
+      resolve: ({ request }) => ({ apiKey: keyAuths.get(request)! }),
+      afterHandle({ request, response }) {
+        const rateLimit = rateLimits.get(request)
+        if (rateLimit && response !== null && typeof response === 'object' && !(response instanceof Response)) {
+          return { ...response, rate_limit: rateLimit }
+        }
+      },
+    }),
+    session: (required: true) => ({
+      detail: { security: [{ Session: [] }] },
+      async transform({ request }) {
+        if (!required) return
+        refuseCrossSiteWrite(request)
+        const token = new Bun.CookieMap(request.headers.get('cookie') ?? '').get(SESSION_COOKIE)
+        if (!token) throw new AppError('UNAUTHORIZED', 'Log in first: this endpoint needs the session cookie')
+        const found = await findSession(auth.db, token, auth.clock.now())
+        if (!found) throw new AppError('UNAUTHORIZED', 'The session has expired or was logged out; log in again')
+        sessions.set(request, found)
+      },
+      resolve: ({ request }) => ({ session: sessions.get(request)! }),
+    }),
+    sameOriginJson: (required: true) => ({
+      transform({ request }) {
+        if (required) refuseCrossSiteWrite(request)
+      },
+    }),
+  })
+}

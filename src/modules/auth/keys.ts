@@ -1,0 +1,46 @@
+import { eq } from 'drizzle-orm'
+import type { Database } from '../../db/client'
+import { accounts } from '../../db/schema'
+import { AppError, notFound } from '../../shared/errors'
+import type { KeyDirectory } from './key-directory'
+import * as repo from './repo'
+import type { AccountRow } from './repo'
+import { newApiKey } from './secrets'
+
+/** DESIGN decision 8. */
+export const MAX_ACTIVE_KEYS = 25
+
+export interface CreatedKey {
+  id: number
+  /** The raw key: returned once, never stored. */
+  key: string
+  keyPrefix: string
+  name: string
+  createdAt: Date
+}
+
+export async function createKey(db: Database, account: Pick<AccountRow, 'id'>, name: string): Promise<CreatedKey> {
+  const key = newApiKey()
+  return db.transaction(async (tx) => {
+    // Lock the account row so two concurrent creates cannot both pass the limit check.
+    await tx.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, account.id)).for('update')
+    if ((await repo.countActiveKeys(tx, account.id)) >= MAX_ACTIVE_KEYS) {
+      throw new AppError('CONFLICT', `An account can have at most ${MAX_ACTIVE_KEYS} active keys; revoke one first`)
+    }
+    const row = await repo.insertKey(tx, { accountId: account.id, name, keyHash: key.hash, keyPrefix: key.displayPrefix })
+    return { id: row.id, key: key.raw, keyPrefix: key.displayPrefix, name, createdAt: row.createdAt }
+  })
+}
+
+/** The account's keys, oldest first, with request counts not yet flushed added in. */
+export async function listKeys(db: Database, accountId: number, pending: (keyId: number) => number) {
+  const rows = await repo.listKeys(db, accountId)
+  return rows.map((row) => ({ ...row, totalRequests: row.totalRequests + pending(row.id) }))
+}
+
+/** Deactivates the key (the row stays for usage history) and evicts it on every node. */
+export async function revokeKey(db: Database, directory: KeyDirectory, accountId: number, keyId: number, now: Date) {
+  const hash = await repo.deactivateKey(db, accountId, keyId, now)
+  if (!hash) throw notFound(`API key ${keyId}`)
+  await directory.forget({ kind: 'key', hash })
+}

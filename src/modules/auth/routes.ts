@@ -1,0 +1,206 @@
+import { Type } from '@sinclair/typebox'
+import { Elysia } from 'elysia'
+import { models } from '../../shared/models-plugin'
+import { createAccount, login, type Session, startSession } from './accounts'
+import { authGuard, KEY_GUARD_ERRORS, SESSION_COOKIE, withRateLimit } from './guard'
+import { createKey, listKeys, MAX_ACTIVE_KEYS, revokeKey } from './keys'
+import { Account, CreatedKey, CreateKeyBody, Credentials, KeyIdParams, KeyListItem, Message, Usage } from './model'
+import type { AccountRow } from './repo'
+import { revokeSession } from './repo'
+import type { AuthRuntime } from './runtime'
+import { TIER_POLICY } from './tiers'
+
+const accountView = (account: AccountRow) => ({
+  id: account.id,
+  email: account.email,
+  tier: account.tier,
+  subscription: { plan: account.tier, status: account.subscriptionStatus },
+  created_at: account.createdAt.toISOString(),
+})
+
+const SESSION_ERRORS = { 401: 'Error', 403: 'Error', 415: 'Error' } as const
+
+/** Accounts, sessions and keys (cookie-authenticated) and usage (key-authenticated). */
+export function authRoutes(auth: AuthRuntime) {
+  const sessionCookie = (session: Session) =>
+    new Bun.Cookie(SESSION_COOKIE, session.token, {
+      httpOnly: true,
+      sameSite: 'lax',
+      path: '/',
+      secure: auth.cookieSecure,
+      expires: session.expiresAt,
+      maxAge: Math.round((session.expiresAt.getTime() - auth.clock.now().getTime()) / 1000),
+    }).serialize()
+  const clearedCookie = () =>
+    new Bun.Cookie(SESSION_COOKIE, '', { httpOnly: true, sameSite: 'lax', path: '/', secure: auth.cookieSecure, maxAge: 0 }).serialize()
+
+  return new Elysia({ name: 'auth-routes' })
+    .use(models)
+    .use(authGuard(auth))
+    .model({ Account })
+    .post(
+      '/v1/auth/signup',
+      async ({ body, set }) => {
+        const account = await createAccount(auth.db, body)
+        set.headers['set-cookie'] = sessionCookie(await startSession(auth.db, account.id, auth.clock.now()))
+        set.status = 201
+        return { data: accountView(account) }
+      },
+      {
+        sameOriginJson: true,
+        body: Credentials,
+        response: { 201: Type.Object({ data: Type.Ref('Account') }), 400: 'Error', 403: 'Error', 409: 'Error', 415: 'Error' },
+        detail: {
+          tags: ['Account'],
+          summary: 'Create an account',
+          description: 'New accounts are on the Free tier. Also logs in: the response sets the `session` cookie.',
+        },
+      },
+    )
+    .post(
+      '/v1/auth/login',
+      async ({ body, set, request, server }) => {
+        const address = server?.requestIP(request)?.address ?? 'unknown'
+        const { account, session } = await login(auth, { ...body, address, now: auth.clock.now() })
+        set.headers['set-cookie'] = sessionCookie(session)
+        return { data: accountView(account) }
+      },
+      {
+        sameOriginJson: true,
+        body: Credentials,
+        response: { 200: Type.Object({ data: Type.Ref('Account') }), 400: 'Error', 401: 'Error', 403: 'Error', 415: 'Error', 429: 'Error' },
+        detail: {
+          tags: ['Account'],
+          summary: 'Log in',
+          description:
+            'Sets the `session` cookie (HttpOnly, SameSite=Lax, 30 days). Repeated failures for an email or from an address are slowed, then refused with 429 `TOO_MANY_ATTEMPTS` and `Retry-After`.',
+        },
+      },
+    )
+    .post(
+      '/v1/auth/logout',
+      async ({ session, set }) => {
+        await revokeSession(auth.db, session.sessionId, auth.clock.now())
+        set.headers['set-cookie'] = clearedCookie()
+        return { data: { message: 'Logged out' } }
+      },
+      {
+        session: true,
+        response: { 200: Type.Object({ data: Message }), ...SESSION_ERRORS },
+        detail: { tags: ['Account'], summary: 'Log out', description: 'Ends the session on the server and clears the cookie.' },
+      },
+    )
+    .get('/v1/auth/me', ({ session }) => ({ data: accountView(session.account) }), {
+      session: true,
+      response: { 200: Type.Object({ data: Type.Ref('Account') }), 401: 'Error' },
+      detail: { tags: ['Account'], summary: 'The logged-in account' },
+    })
+    .post(
+      '/v1/keys',
+      async ({ body, session, set }) => {
+        const created = await createKey(auth.db, session.account, body.name)
+        set.status = 201
+        return {
+          data: {
+            id: created.id,
+            key: created.key,
+            key_prefix: created.keyPrefix,
+            name: created.name,
+            tier: session.account.tier,
+            message: 'Store this key now: it is shown only once. Send it in the X-API-Key header.',
+          },
+        }
+      },
+      {
+        session: true,
+        body: CreateKeyBody,
+        response: { 201: Type.Object({ data: CreatedKey }), 400: 'Error', 409: 'Error', ...SESSION_ERRORS },
+        detail: {
+          tags: ['Keys'],
+          summary: 'Create an API key',
+          description: `Answers the raw key once; only its SHA-256 is stored. At most ${MAX_ACTIVE_KEYS} active keys per account (409 beyond).`,
+        },
+      },
+    )
+    .get(
+      '/v1/keys',
+      async ({ session }) => {
+        const keys = await listKeys(auth.db, session.account.id, auth.usage.pending)
+        return {
+          data: keys.map((key) => ({
+            id: key.id,
+            key_prefix: key.keyPrefix,
+            name: key.name,
+            tier: session.account.tier,
+            is_active: key.isActive ? (1 as const) : (0 as const),
+            total_requests: key.totalRequests,
+            last_used_at: key.lastUsedAt?.toISOString() ?? null,
+            created_at: key.createdAt.toISOString(),
+          })),
+        }
+      },
+      {
+        session: true,
+        response: { 200: Type.Object({ data: Type.Array(KeyListItem) }), 401: 'Error' },
+        detail: { tags: ['Keys'], summary: "List the account's keys", description: 'Revoked keys included; never the key itself.' },
+      },
+    )
+    .delete(
+      '/v1/keys/:keyId',
+      async ({ params, session }) => {
+        await revokeKey(auth.db, auth.keys, session.account.id, params.keyId, auth.clock.now())
+        return { data: { message: `API key ${params.keyId} revoked` } }
+      },
+      {
+        session: true,
+        params: KeyIdParams,
+        response: { 200: Type.Object({ data: Message }), 400: 'Error', 404: 'Error', ...SESSION_ERRORS },
+        detail: {
+          tags: ['Keys'],
+          summary: 'Revoke an API key',
+          description: 'Deactivates the key at once on every node; its usage history stays.',
+        },
+      },
+    )
+    .get(
+      '/v1/usage',
+      async ({ apiKey }) => {
+        const { identity, policy, counters } = apiKey
+        const keys = await listKeys(auth.db, identity.accountId, auth.usage.pending)
+        const used = counters!.used
+        return {
+          data: {
+            account: {
+              today_requests: used,
+              daily_limit: policy.dailyQuota,
+              daily_remaining: Math.max(0, policy.dailyQuota - used),
+              rejected_today: counters!.rejected,
+              live_refreshes_today: counters!.liveRefreshes,
+              live_refresh_limit: policy.liveRefreshesPerDay,
+            },
+            keys: keys.map((key) => ({
+              id: key.id,
+              key_prefix: key.keyPrefix,
+              name: key.name,
+              is_active: key.isActive ? (1 as const) : (0 as const),
+              requests_today: counters!.byKey.get(key.id) ?? 0,
+              total_requests: key.totalRequests,
+              last_used_at: key.lastUsedAt?.toISOString() ?? null,
+            })),
+            subscription: { plan: identity.tier, status: identity.subscriptionStatus },
+          },
+        }
+      },
+      {
+        apiKey: { needs: 'catalog', cost: 0 },
+        response: { 200: withRateLimit(Type.Object({ data: Usage })), ...KEY_GUARD_ERRORS },
+        detail: {
+          tags: ['Account'],
+          summary: "Today's usage of the key's account",
+          description: `Free of charge and answered even over quota. Daily quotas: ${Object.values(TIER_POLICY)
+            .map((p) => `${p.label} ${p.dailyQuota.toLocaleString('en-US')}`)
+            .join(', ')}.`,
+        },
+      },
+    )
+}

@@ -1,0 +1,54 @@
+import type Redis from 'ioredis'
+import type { Config } from '../../config'
+import type { Database } from '../../db/client'
+import type { Clock } from '../../shared/clock'
+import type { Logger } from '../../shared/logger'
+import { type KeyDirectory, keyDirectory } from './key-directory'
+import { type LoginThrottle, loginThrottle } from './login-throttle'
+import { failoverQuotaStore, memoryQuotaStore, type QuotaStore } from './quota'
+import { type UsageRecorder, usageRecorder } from './usage-recorder'
+
+/** The auth module's long-lived parts, built once per app and closed when it stops. */
+export interface AuthRuntime {
+  db: Database
+  clock: Clock
+  logger: Logger
+  keys: KeyDirectory
+  quota: QuotaStore
+  /** 'shared' on Redis, 'local' without Redis, 'degraded' while a configured Redis fails. */
+  quotaMode(): 'shared' | 'local' | 'degraded'
+  usage: UsageRecorder
+  throttle: LoginThrottle
+  cookieSecure: boolean
+  close(): Promise<void>
+}
+
+export interface AuthDeps {
+  db: Database
+  redis: Redis | undefined
+  clock: Clock
+  logger: Logger
+  config: Pick<Config, 'cookieSecure'>
+}
+
+export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
+  const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.logger) : undefined
+  const keys = keyDirectory(deps.db, deps.redis, deps.logger)
+  const usage = usageRecorder(deps.db, deps.logger)
+  return {
+    db: deps.db,
+    clock: deps.clock,
+    logger: deps.logger,
+    keys,
+    quota: failover ?? memoryQuotaStore(),
+    quotaMode: () => (!failover ? 'local' : failover.degraded ? 'degraded' : 'shared'),
+    usage,
+    throttle: loginThrottle(deps.redis),
+    cookieSecure: deps.config.cookieSecure,
+    async close() {
+      failover?.close()
+      keys.close()
+      await usage.close()
+    },
+  }
+}
