@@ -12,7 +12,7 @@ export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config
 
 /**
  * Builds the whole HTTP app without listening, so tests can serve it on any port. The auth
- * runtime (key cache, quota store, usage batching) lives as long as the app: `stop()` flushes it.
+ * runtime (key cache, quota store, usage batching) lives as long as the app: stop it with `stopApp`.
  */
 export function createApp(deps: AppDeps) {
   const auth = createAuthRuntime(deps)
@@ -27,7 +27,6 @@ export function createApp(deps: AppDeps) {
         },
       }),
     )
-    .onStop(() => auth.close())
     .use(docsRoutes())
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode }))
     .use(catalogRoutes(deps))
@@ -42,7 +41,16 @@ export function createApp(deps: AppDeps) {
     }))
     return [...new Set(routeTable.filter((route) => route.pattern.test(path)).map((route) => route.method))]
   }
+  runtimes.set(app, auth)
   return app
 }
 
 export type App = ReturnType<typeof createApp>
+
+const runtimes = new WeakMap<object, { close(): Promise<void> }>()
+
+/** Stops listening, then writes out what the app still holds (usage counters) and closes it. */
+export async function stopApp(app: App) {
+  if (app.server) await app.stop()
+  await runtimes.get(app)?.close()
+}

@@ -1,5 +1,9 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from './config'
+import { createAccount, requireAccount, setTier } from './modules/auth/accounts'
+import { publishAuthEvent } from './modules/auth/key-directory'
+import { createKey } from './modules/auth/keys'
+import { isTier, type Tier, TIERS } from './modules/auth/tiers'
 import { createDeps } from './deps'
 import { seedCatalog, syncCatalog } from './modules/ingest/seed'
 import { isCatalogEmpty, wipeCatalog } from './modules/ingest/service'
@@ -14,8 +18,21 @@ Commands:
                                   --fresh first wipes catalog, prices, history and webhooks
                                   (accounts and keys are kept)
   sync [--game slug]...           sync today's prices for every game, or the named ones
+  account:create --email E --password P [--tier T]
+                                  create an account (T: ${TIERS.join(' | ')}; default free)
+  account:set-tier --email E --tier T
+                                  change an account's tier (takes effect on every node)
+  key:create --email E [--name N] create an API key for the account; the raw key is the
+                                  last line printed (it is shown only once)
 
 The database and other settings come from the environment (see README).`
+
+const COMMANDS = ['migrate', 'seed', 'sync', 'account:create', 'account:set-tier', 'key:create']
+const REQUIRED: Record<string, ('email' | 'password' | 'tier')[]> = {
+  'account:create': ['email', 'password'],
+  'account:set-tier': ['email', 'tier'],
+  'key:create': ['email'],
+}
 
 async function main(argv: string[]) {
   const { positionals, values } = parseArgs({
@@ -25,6 +42,10 @@ async function main(argv: string[]) {
       scale: { type: 'string' },
       fresh: { type: 'boolean', default: false },
       game: { type: 'string', multiple: true },
+      email: { type: 'string' },
+      password: { type: 'string' },
+      tier: { type: 'string' },
+      name: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   })
@@ -33,8 +54,18 @@ async function main(argv: string[]) {
     console.log(USAGE)
     return command || values.help ? 0 : 2
   }
-  if (!['migrate', 'seed', 'sync'].includes(command)) {
+  if (!COMMANDS.includes(command)) {
     console.error(`Unknown command '${command}'.\n\n${USAGE}`)
+    return 2
+  }
+  const tier = values.tier
+  if (tier !== undefined && !isTier(tier)) {
+    console.error(`--tier must be one of: ${TIERS.join(', ')}`)
+    return 2
+  }
+  const missing = (REQUIRED[command] ?? []).filter((option) => values[option] === undefined)
+  if (missing.length > 0) {
+    console.error(`${command} needs ${missing.map((option) => `--${option}`).join(' and ')}.\n\n${USAGE}`)
     return 2
   }
   const scale = values.scale as DemoScale | undefined
@@ -60,6 +91,21 @@ async function main(argv: string[]) {
     if (command === 'sync') {
       const summary = await syncCatalog(deps, { gameSlugs: values.game })
       return summary.failed > 0 ? 1 : 0
+    }
+    if (command === 'account:create') {
+      const account = await createAccount(deps.db, { email: values.email!, password: values.password!, tier: tier as Tier | undefined })
+      console.log(`account ${account.id} created: ${account.email} (${account.tier})`)
+    }
+    if (command === 'account:set-tier') {
+      const account = await setTier(deps.db, values.email!, tier as Tier)
+      await publishAuthEvent(deps.redis, { kind: 'account', accountId: account.id }, deps.logger)
+      console.log(`account ${account.id} (${account.email}) is now on ${account.tier}`)
+    }
+    if (command === 'key:create') {
+      const account = await requireAccount(deps.db, values.email!)
+      const key = await createKey(deps.db, account, values.name ?? 'cli')
+      console.log(`key ${key.id} (${key.keyPrefix}…) created for ${account.email}; it is shown only once:`)
+      console.log(key.key)
     }
     return 0
   } finally {

@@ -1,4 +1,4 @@
-import type Redis from 'ioredis'
+import type { default as Redis, RedisOptions } from 'ioredis'
 import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { createDemoSource } from './modules/ingest/sources/demo'
@@ -19,6 +19,22 @@ export interface Deps {
   close(): Promise<void>
 }
 
+/**
+ * Requests never wait for Redis: while it is disconnected commands fail at once (no offline queue)
+ * and a hung server fails them after `commandTimeout`, so quota checks fall back to local counters
+ * instead of stalling. ioredis keeps reconnecting in the background.
+ */
+export function redisOptions(keyPrefix: string): RedisOptions {
+  return {
+    keyPrefix,
+    enableAutoPipelining: true,
+    enableOfflineQueue: false,
+    commandTimeout: 500,
+    maxRetriesPerRequest: 1,
+    lazyConnect: true,
+  }
+}
+
 export async function createDeps(config: Readonly<Config>, overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {}): Promise<Deps> {
   const logger = overrides.logger ?? createLogger(config.logLevel)
   const clock = overrides.clock ?? systemClock
@@ -26,7 +42,7 @@ export async function createDeps(config: Readonly<Config>, overrides: Partial<Pi
   let redis: Redis | undefined
   if (config.redisUrl) {
     const { default: IORedis } = await import('ioredis')
-    redis = new IORedis(config.redisUrl, { enableAutoPipelining: true, maxRetriesPerRequest: 1, lazyConnect: true })
+    redis = new IORedis(config.redisUrl, redisOptions(config.redisKeyPrefix))
     redis.on('error', (error) => logger.warn({ err: error }, 'redis error'))
     await redis.connect().catch((error) => logger.warn({ err: error }, 'redis unreachable at start'))
   } else {

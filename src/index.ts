@@ -1,4 +1,4 @@
-import { createApp } from './app'
+import { createApp, stopApp } from './app'
 import { ConfigError, loadConfig } from './config'
 import { createDeps } from './deps'
 import { seedCatalog } from './modules/ingest/seed'
@@ -23,7 +23,7 @@ async function main() {
     if (stopping) return
     stopping = true
     deps.logger.info({ signal }, 'shutting down')
-    await app.stop()
+    await stopApp(app)
     await deps.close()
     process.exit(0)
   }

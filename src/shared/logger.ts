@@ -7,8 +7,8 @@ export type { Logger }
  * JSON logs to stdout. Credentials are redacted at the logger, so a careless `log.info({ headers })`
  * can never write a key, cookie or password.
  */
-export function createLogger(level: LogLevel): Logger {
-  return pino({
+export function createLogger(level: LogLevel, destination?: pino.DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     level,
     base: undefined,
     redact: {
@@ -26,5 +26,6 @@ export function createLogger(level: LogLevel): Logger {
       ],
       censor: '[redacted]',
     },
-  })
+  }
+  return destination ? pino(options, destination) : pino(options)
 }

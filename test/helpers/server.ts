@@ -1,5 +1,5 @@
 import { afterAll } from 'bun:test'
-import { type AppDeps, createApp } from '../../src/app'
+import { type App, type AppDeps, createApp, stopApp } from '../../src/app'
 import { testClock } from './db'
 
 /** AppDeps where the clock (default: TEST_NOW) and config (default: no Secure cookie) may be left out. */
@@ -10,12 +10,15 @@ export const appDeps = (deps: TestAppDeps): AppDeps => ({ clock: testClock, conf
 export interface TestServer {
   base: string
   get(path: string, init?: RequestInit): Promise<Response>
+  /** Stops it now (and flushes its counters); otherwise it stops after the file's tests. */
+  stop(): Promise<void>
 }
 
 /** The real app on a real port: tests speak HTTP to it. Stopped after the file's tests. */
-export function startServer(deps: TestAppDeps): TestServer {
-  const app = createApp(appDeps(deps)).listen({ port: 0, hostname: '127.0.0.1' })
+export function startServer(deps: TestAppDeps, extend: (app: App) => App = (app) => app): TestServer {
+  const app = extend(createApp(appDeps(deps))).listen({ port: 0, hostname: '127.0.0.1' })
   const base = `http://127.0.0.1:${app.server!.port}`
-  afterAll(() => app.stop())
-  return { base, get: (path, init) => fetch(base + path, init) }
+  const stop = () => stopApp(app)
+  afterAll(stop)
+  return { base, get: (path, init) => fetch(base + path, init), stop }
 }

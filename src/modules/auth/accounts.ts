@@ -18,9 +18,16 @@ const hashPassword = (password: string) => Bun.password.hash(password, PASSWORD_
 // attempt cannot tell which emails have accounts.
 let decoyHash: Promise<string> | undefined
 
+const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
+
 /** Creates an account; 409 CONFLICT when the email already has one. */
 export async function createAccount(db: Database, input: { email: string; password: string; tier?: Tier }): Promise<AccountRow> {
   const email = normalizeEmail(input.email)
+  // The HTTP schema checks these too; the CLI reaches this without it.
+  if (!EMAIL_PATTERN.test(email)) throw new AppError('INVALID_PARAMETER', `'${email}' is not an email address`)
+  if (input.password.length < MIN_PASSWORD_LENGTH) {
+    throw new AppError('INVALID_PARAMETER', `The password must be at least ${MIN_PASSWORD_LENGTH} characters long`)
+  }
   const account = await repo.insertAccount(db, email, await hashPassword(input.password), input.tier ?? 'free')
   if (!account) throw new AppError('CONFLICT', 'An account with this email already exists')
   return account

@@ -6,6 +6,7 @@ import type { KeyDirectory } from './key-directory'
 import * as repo from './repo'
 import type { AccountRow } from './repo'
 import { newApiKey } from './secrets'
+import type { UsageRecorder } from './usage-recorder'
 
 /** DESIGN decision 8. */
 export const MAX_ACTIVE_KEYS = 25
@@ -33,9 +34,13 @@ export async function createKey(db: Database, account: Pick<AccountRow, 'id'>, n
 }
 
 /** The account's keys, oldest first, with request counts not yet flushed added in. */
-export async function listKeys(db: Database, accountId: number, pending: (keyId: number) => number) {
+export async function listKeys(db: Database, accountId: number, pending: UsageRecorder['pending']) {
   const rows = await repo.listKeys(db, accountId)
-  return rows.map((row) => ({ ...row, totalRequests: row.totalRequests + pending(row.id) }))
+  return rows.map((row) => {
+    const unwritten = pending(row.id)
+    const lastUsedAt = [row.lastUsedAt, unwritten.lastUsedAt].reduce((a, b) => (b && (!a || b > a) ? b : a), null)
+    return { ...row, totalRequests: row.totalRequests + unwritten.requests, lastUsedAt }
+  })
 }
 
 /** Deactivates the key (the row stays for usage history) and evicts it on every node. */

@@ -9,7 +9,7 @@ export interface UsageRecorder {
   /** Counts one request made with a key: `units` charged (0 when free or refused), `rejected` over quota. */
   record(use: { keyId: number; accountId: number; units: number; rejected: boolean; at: Date }): void
   /** Requests counted here and not yet written, for a key: lists add them so totals are current. */
-  pending(keyId: number): number
+  pending(keyId: number): { requests: number; lastUsedAt: Date | null }
   flush(): Promise<void>
   /** Stops the timer and writes what is left. */
   close(): Promise<void>
@@ -76,7 +76,14 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
       addKey(keyId, 1, at)
       if (units > 0 || rejected) addDay(accountId, utcDate(at), units, rejected ? 1 : 0)
     },
-    pending: (keyId) => (keys.get(keyId)?.requests ?? 0) + (writing.get(keyId)?.requests ?? 0),
+    pending(keyId) {
+      const queued = keys.get(keyId)
+      const inFlight = writing.get(keyId)
+      return {
+        requests: (queued?.requests ?? 0) + (inFlight?.requests ?? 0),
+        lastUsedAt: queued?.lastUsedAt ?? inFlight?.lastUsedAt ?? null,
+      }
+    },
     flush,
     async close() {
       clearInterval(timer)
