@@ -42,3 +42,6 @@ export function withProbes(app: App): App {
     )
   return extended
 }
+
+/** The capabilities that have a probe route. */
+export const probeCapabilities: readonly string[] = CAPABILITIES
