@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { App } from '../../src/app'
 import { KEY_GUARD_ERRORS, withRateLimit } from '../../src/modules/auth/guard'
 import { CAPABILITIES } from '../../src/modules/auth/tiers'
-import { AppError, notFound } from '../../src/shared/errors'
+import { notFound } from '../../src/shared/errors'
 import { QueryInt, QueryParams } from '../../src/shared/model'
 
 const Ok = Type.Object({ data: Type.Object({ ok: Type.Boolean() }) })
@@ -36,7 +36,7 @@ export function withProbes(app: App): App {
     .get(
       '/probe/catalog/boom',
       () => {
-        throw new AppError('INTERNAL_ERROR', 'boom')
+        throw new Error('boom: an unexpected failure')
       },
       { apiKey: { needs: 'catalog' } },
     )
