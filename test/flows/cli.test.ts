@@ -2,15 +2,16 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { ROOT } from '../helpers/process'
+import { ROOT, spawnUntilListening } from '../helpers/process'
 
 const dataDir = mkdtempSync(join(tmpdir(), 'tcg-cli-'))
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
+const env = { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, LOG_LEVEL: 'info' }
 
 async function cli(...args: string[]) {
   const child = Bun.spawn([process.execPath, 'src/cli.ts', ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+    env,
     stdout: 'pipe',
     stderr: 'pipe',
   })
@@ -55,4 +56,52 @@ describe('bun src/cli.ts', () => {
     expect(unknown.code).toBe(2)
     expect(unknown.stderr).toContain('Usage: bun src/cli.ts')
   })
+})
+
+describe('accounts and keys from the CLI', () => {
+  test('account:create, account:set-tier and key:create; the printed key works on the server', async () => {
+    const created = await cli('account:create', '--email', 'Ops@Example.com', '--password', 'operator password')
+    expect(created.code).toBe(0)
+    expect(created.stdout).toContain('ops@example.com (free)')
+    const duplicate = await cli('account:create', '--email', 'ops@example.com', '--password', 'operator password')
+    expect(duplicate.code).toBe(1)
+    expect(duplicate.stderr).toContain('already exists')
+
+    const tier = await cli('account:set-tier', '--email', 'ops@example.com', '--tier', 'pro')
+    expect(tier.code).toBe(0)
+    expect(tier.stdout).toContain('is now on pro')
+
+    const key = await cli('key:create', '--email', 'ops@example.com', '--name', 'store sync')
+    expect(key.code).toBe(0)
+    const raw = key.stdout.trim().split('\n').at(-1)!
+    expect(raw).toMatch(/^tcg_live_[0-9A-Za-z]{32}$/)
+
+    const server = await spawnUntilListening(['src/index.ts'], { ...env, PORT: '0', HOST: '127.0.0.1' })
+    try {
+      const usage = await fetch(`${server.url}/v1/usage`, { headers: { 'x-api-key': raw } })
+      expect(usage.status).toBe(200)
+      const body = (await usage.json()) as any
+      expect(body.data.subscription.plan).toBe('pro')
+      expect(body.data.keys).toMatchObject([{ name: 'store sync', is_active: 1 }])
+      expect(body.rate_limit.daily_limit).toBe(10_000)
+    } finally {
+      server.child.kill()
+      await server.child.exited
+    }
+  }, 60_000)
+
+  test('bad account commands: missing options and unknown tiers exit 2, unknown emails and weak passwords 1', async () => {
+    const missing = await cli('account:create', '--email', 'x@example.com')
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toContain('account:create needs --password')
+    const badTier = await cli('account:set-tier', '--email', 'ops@example.com', '--tier', 'gold')
+    expect(badTier.code).toBe(2)
+    expect(badTier.stderr).toContain('--tier must be one of: free, hobby, starter, pro, business')
+    const nobody = await cli('key:create', '--email', 'nobody@example.com')
+    expect(nobody.code).toBe(1)
+    expect(nobody.stderr).toContain('No account with email nobody@example.com')
+    const weak = await cli('account:create', '--email', 'weak@example.com', '--password', 'short')
+    expect(weak.code).toBe(1)
+    expect(weak.stderr).toContain('at least 10 characters')
+  }, 60_000)
 })
