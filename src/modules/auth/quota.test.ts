@@ -1,0 +1,129 @@
+import { describe, expect, test } from 'bun:test'
+import Redis from 'ioredis'
+import { testRedis } from '../../../test/helpers/auth'
+import { TEST_REDIS_URL } from '../../../test/helpers/env'
+import { redisOptions } from '../../deps'
+import { createLogger } from '../../shared/logger'
+import { failoverQuotaStore, memoryQuotaStore, nextUtcMidnight, type QuotaStore, redisQuotaStore } from './quota'
+import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
+import { minimumTier, resolveCredits, TIER_POLICY } from './tiers'
+
+const NOON = new Date('2026-11-20T12:00:00.000Z')
+const charge = (store: QuotaStore, accountId: number, cost = 1, limit = 100, now = NOON, keyId = 1) =>
+  store.charge({ accountId, keyId, cost, limit, now })
+
+/** N charges in flight at once against a quota of 100: exactly 100 are admitted, whatever N. */
+async function exactness(store: QuotaStore, accountId: number) {
+  const results = await Promise.all(Array.from({ length: 300 }, (_, i) => charge(store, accountId, 1, 100, NOON, 1 + (i % 3))))
+  const admitted = results.filter((r) => r.admitted)
+  expect(admitted).toHaveLength(100)
+  expect(new Set(admitted.map((r) => r.used))).toEqual(new Set(Array.from({ length: 100 }, (_, i) => i + 1)))
+  const counters = await store.read(accountId, NOON)
+  expect(counters.used).toBe(100)
+  expect(counters.rejected).toBe(200)
+  expect([...counters.byKey.values()].reduce((a, b) => a + b, 0)).toBe(100)
+}
+
+describe('quota stores', () => {
+  test('in-process: exact under concurrency, per key, by UTC day', async () => {
+    const store = memoryQuotaStore()
+    await exactness(store, 1)
+    const next = await charge(store, 1, 1, 100, new Date('2026-11-21T00:00:00.000Z'))
+    expect(next).toEqual({ admitted: true, used: 1 })
+    expect((await store.read(2, NOON)).used).toBe(0)
+  })
+
+  test('a request costing more than what is left is refused and uses nothing', async () => {
+    const store = memoryQuotaStore()
+    expect(await charge(store, 1, 95)).toEqual({ admitted: true, used: 95 })
+    expect(await charge(store, 1, 6)).toEqual({ admitted: false, used: 95 })
+    expect(await charge(store, 1, 5)).toEqual({ admitted: true, used: 100 })
+  })
+
+  test.skipIf(!TEST_REDIS_URL)('Redis: one atomic script, exact under concurrency, expiring after the day', async () => {
+    const redis = (await testRedis())!
+    const store = redisQuotaStore(redis)
+    await exactness(store, 7)
+    const ttl = await redis.ttl('quota:2026-11-20:7')
+    expect(ttl).toBeGreaterThan(12 * 3600) // noon: twelve hours left in the day, plus the retention margin
+    expect(ttl).toBeLessThanOrEqual(13 * 3600)
+    // The script is reloaded by ioredis after a SCRIPT FLUSH (e.g. a Redis restart).
+    await redis.script('FLUSH')
+    expect((await charge(store, 8)).admitted).toBe(true)
+  })
+
+  test.skipIf(!TEST_REDIS_URL)('failover: counting continues locally from the last value Redis gave, then hands back', async () => {
+    const prefix = `tcg:test:failover:${process.pid}:`
+    const redis = new Redis(TEST_REDIS_URL!, redisOptions(prefix))
+    await redis.connect()
+    const logged: string[] = []
+    const logger = createLogger('info', { write: (line: string) => void logged.push(line) })
+    const store = failoverQuotaStore(redis, logger)
+    try {
+      for (let i = 0; i < 90; i++) await charge(store, 1)
+      // Redis goes away: this client can no longer reach it.
+      const ended = new Promise((resolve) => redis.once('end', resolve))
+      redis.disconnect()
+      await ended
+      const local = await Promise.all(Array.from({ length: 20 }, () => charge(store, 1)))
+      expect(store.degraded).toBe(true)
+      expect(local.filter((r) => r.admitted)).toHaveLength(10) // 90 used before, quota 100
+      expect(Math.max(...local.map((r) => r.used))).toBe(100)
+      expect(logged.some((line) => line.includes('degraded'))).toBe(true)
+
+      // It comes back; the once-a-second probe notices and hands the local counts over.
+      await redis.connect()
+      for (let i = 0; i < 30 && store.degraded; i++) await Bun.sleep(100)
+      expect(store.degraded).toBe(false)
+      const admin = new Redis(TEST_REDIS_URL!)
+      expect(await admin.hgetall(`${prefix}quota:2026-11-20:1`)).toMatchObject({ used: '100', rejected: '10' })
+      await admin.del(`${prefix}quota:2026-11-20:1`)
+      admin.disconnect()
+    } finally {
+      store.close()
+      redis.disconnect()
+    }
+  }, 10_000)
+
+  test('the reset is the next 00:00 UTC, whatever the time of day', () => {
+    expect(nextUtcMidnight(new Date('2026-11-20T00:00:00.000Z')).toISOString()).toBe('2026-11-21T00:00:00.000Z')
+    expect(nextUtcMidnight(new Date('2026-11-20T23:59:59.999Z')).toISOString()).toBe('2026-11-21T00:00:00.000Z')
+    expect(nextUtcMidnight(new Date('2026-12-31T18:00:00.000Z')).toISOString()).toBe('2027-01-01T00:00:00.000Z')
+  })
+})
+
+describe('tier policy', () => {
+  test('bulk resolve credits are ceil(items × multiplier) per the spec table', () => {
+    expect(resolveCredits('pro', 200)).toBe(100) // the spec's example
+    expect(resolveCredits('starter', 100)).toBe(100)
+    expect(resolveCredits('pro', 1)).toBe(1)
+    expect(resolveCredits('business', 30)).toBe(3)
+    expect(resolveCredits('business', 31)).toBe(4)
+    expect(resolveCredits('business', 1000)).toBe(100)
+    expect(() => resolveCredits('hobby', 1)).toThrow()
+    expect([TIER_POLICY.starter.resolve, TIER_POLICY.pro.resolve, TIER_POLICY.business.resolve].map((r) => r?.maxItems)).toEqual([
+      100, 500, 1000,
+    ])
+  })
+
+  test('history windows and the cheapest tier per capability', () => {
+    expect(Object.values(TIER_POLICY).map((p) => p.historyDays)).toEqual([7, 30, 90, null, null])
+    expect(minimumTier('catalog')).toBe('free')
+    expect(minimumTier('set_prices')).toBe('pro')
+    expect(minimumTier('set_export')).toBe('business')
+  })
+})
+
+describe('key material', () => {
+  test('keys are tcg_live_ + 32 base62 characters, distinct, stored as their SHA-256', () => {
+    const keys = Array.from({ length: 1000 }, () => newApiKey())
+    expect(new Set(keys.map((k) => k.raw)).size).toBe(1000)
+    for (const key of keys) {
+      expect(key.raw).toMatch(API_KEY_PATTERN)
+      expect(key.hash).toBe(sha256Hex(key.raw))
+      expect(key.raw.startsWith(key.displayPrefix)).toBe(true)
+    }
+    // Every base62 character turns up: the alphabet is used whole.
+    expect(new Set(keys.flatMap((k) => [...k.raw.slice(9)])).size).toBe(62)
+  })
+})
