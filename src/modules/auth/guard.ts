@@ -55,27 +55,42 @@ function announceQuota(request: Request, headers: Record<string, unknown>, polic
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /**
- * CSRF defence for cookie-authenticated writes (DESIGN decision 9): a browser sends a foreign
- * `Origin` on cross-site requests, and can only send a cross-site body without a preflight as a
- * form or text, so a write must be same-origin (when Origin is sent) and JSON (when it has a body).
+ * CSRF defence for cookie-authenticated writes (DESIGN decision 9), part 1: a browser sends its
+ * page's `Origin` on cross-site requests, so a write that names another origin is refused.
  */
-export function refuseCrossSiteWrite(request: Request) {
+function refuseForeignOrigin(request: Request) {
   if (!WRITE_METHODS.has(request.method)) return
   const origin = request.headers.get('origin')
-  if (origin !== null) {
-    let originHost: string | undefined
-    try {
-      originHost = new URL(origin).host
-    } catch {}
-    if (originHost === undefined || originHost !== request.headers.get('host')) {
-      throw new AppError('FORBIDDEN', `Cross-origin request refused: Origin ${origin} is not this service`)
-    }
+  if (origin === null) return
+  let originHost: string | undefined
+  try {
+    originHost = new URL(origin).host
+  } catch {}
+  if (originHost === undefined || originHost !== request.headers.get('host')) {
+    throw new AppError('FORBIDDEN', `Cross-origin request refused: Origin ${origin} is not this service`)
   }
-  const length = request.headers.get('content-length')
-  const hasBody = (length !== null && length !== '0') || request.headers.has('transfer-encoding')
-  const type = request.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase()
-  if (hasBody && type !== 'application/json') {
-    throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The body must be JSON (Content-Type: application/json), not ${type ?? 'untyped'}`)
+}
+
+const NOT_JSON = Symbol('not JSON')
+
+/**
+ * Part 2: a page can post a form or text to another site without a preflight, never JSON, so
+ * these routes read JSON bodies only. The parser marks anything else (Elysia turns a throw here
+ * into a 400) and `refuseNonJson` answers 415 in `transform`. Declaring the JSON parser also makes
+ * OpenAPI list application/json alone.
+ */
+const jsonBodiesOnly = [
+  (_context: unknown, contentType: string) => {
+    if (!contentType) return null // no body: nothing to parse
+    if (contentType.toLowerCase() === 'application/json') return undefined // on to the JSON parser
+    return { [NOT_JSON]: contentType }
+  },
+  'json' as const,
+] as never
+
+function refuseNonJson(body: unknown) {
+  if (body !== null && typeof body === 'object' && NOT_JSON in body) {
+    throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The body must be JSON (Content-Type: application/json), not ${String(body[NOT_JSON])}`)
   }
 }
 
@@ -151,9 +166,11 @@ export function authGuard(auth: AuthRuntime) {
     }),
     session: (required: true) => ({
       detail: { security: [{ Session: [] }] },
-      async transform({ request }) {
+      parse: jsonBodiesOnly,
+      async transform({ request, body }) {
         if (!required) return
-        refuseCrossSiteWrite(request)
+        refuseForeignOrigin(request)
+        refuseNonJson(body)
         const token = new Bun.CookieMap(request.headers.get('cookie') ?? '').get(SESSION_COOKIE)
         if (!token) throw new AppError('UNAUTHORIZED', 'Log in first: this endpoint needs the session cookie')
         const found = await findSession(auth.db, token, auth.clock.now())
@@ -163,8 +180,11 @@ export function authGuard(auth: AuthRuntime) {
       resolve: ({ request }) => ({ session: sessions.get(request)! }),
     }),
     sameOriginJson: (required: true) => ({
-      transform({ request }) {
-        if (required) refuseCrossSiteWrite(request)
+      parse: jsonBodiesOnly,
+      transform({ request, body }) {
+        if (!required) return
+        refuseForeignOrigin(request)
+        refuseNonJson(body)
       },
     }),
   })

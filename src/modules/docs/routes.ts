@@ -29,10 +29,15 @@ export function docsRoutes() {
           },
           tags: [
             { name: 'Games', description: 'Public catalog: no API key needed' },
+            { name: 'Account', description: 'Sign up, log in (session cookie) and daily usage' },
+            { name: 'Keys', description: 'API keys, managed with the session cookie' },
             { name: 'Health', description: 'Liveness and readiness' },
           ],
           components: {
-            securitySchemes: { ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' } },
+            securitySchemes: {
+              ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+              Session: { type: 'apiKey', in: 'cookie', name: 'session' },
+            },
           },
         },
         swagger: { theme: '/docs/assets/swagger-ui.css', cdn: '/docs/assets/swagger-ui-bundle.js' },

@@ -77,6 +77,31 @@ describe('API docs', async () => {
     expect(JSON.stringify(doc.paths)).not.toContain('/docs/assets')
   })
 
+  test('/openapi.json: every operation has a JSON success schema; key and cookie routes declare their security', async () => {
+    const doc = (await (await server.get('/openapi.json')).json()) as any
+    const operations = Object.entries(doc.paths).flatMap(([path, methods]: [string, any]) =>
+      Object.entries(methods).map(([method, operation]) => ({ path, method, operation: operation as any })),
+    )
+    const documented = operations.filter(({ path }) => path.startsWith('/v1/')).map(({ method, path }) => `${method} ${path}`)
+    for (const expected of ['post /v1/auth/signup', 'post /v1/auth/login', 'post /v1/auth/logout', 'get /v1/auth/me', 'post /v1/keys', 'get /v1/keys', 'delete /v1/keys/{keyId}', 'get /v1/usage']) {
+      expect(documented).toContain(expected)
+    }
+    for (const { path, method, operation } of operations.filter(({ path }) => path !== '/docs')) {
+      const success = Object.entries(operation.responses).find(([status]) => status.startsWith('2'))
+      expect({ path, method, schema: Boolean((success?.[1] as any)?.content?.['application/json']?.schema) }).toEqual({ path, method, schema: true })
+    }
+    const usage = doc.paths['/v1/usage'].get
+    expect(usage.security).toEqual([{ ApiKey: [] }])
+    expect(usage.responses['200'].content['application/json'].schema.required).toContain('rate_limit')
+    for (const status of ['401', '403', '429']) expect(usage.responses[status]).toBeDefined()
+    expect(doc.paths['/v1/keys'].post.security).toEqual([{ Session: [] }])
+    expect(doc.paths['/v1/keys'].post.requestBody.content['application/json'].schema.required).toEqual(['name'])
+    // Cookie writes accept JSON only (forms are refused with 415), and the docs say so.
+    expect(Object.keys(doc.paths['/v1/auth/signup'].post.requestBody.content)).toEqual(['application/json'])
+    expect(doc.components.securitySchemes.Session).toEqual({ type: 'apiKey', in: 'cookie', name: 'session' })
+    expect(doc.components.schemas.Error.properties.rate_limit).toBeDefined()
+  })
+
   test('/docs renders Swagger UI from assets the app serves itself', async () => {
     const page = await (await server.get('/docs')).text()
     expect(page).toContain('/docs/assets/swagger-ui-bundle.js')
