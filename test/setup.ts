@@ -1,3 +1,5 @@
+import { afterAll } from 'bun:test'
+import { dropTemplates } from './helpers/db'
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from './helpers/env'
 
 // Fail loudly, before any test, when a configured service is unreachable: a CI run against a
@@ -29,3 +31,6 @@ console.error(
   `[tests] database: ${TEST_DATABASE_URL ? `PostgreSQL (${TEST_DATABASE_URL})` : 'embedded PGlite (set TEST_DATABASE_URL for PostgreSQL)'}; ` +
     `redis: ${TEST_REDIS_URL ? TEST_REDIS_URL : 'NOT CONFIGURED: Redis-backed tests will be reported as skipped (set TEST_REDIS_URL)'}`,
 )
+
+// A preload's afterAll runs once, after the last file (process exit hooks do not fire under bun test).
+afterAll(dropTemplates)

@@ -60,17 +60,28 @@ async function build(template: Template): Promise<Built> {
   const handle = await openPostgres(urlFor(name), { max: 4 })
   await fill(handle, template)
   await handle.close()
-  process.once('beforeExit', () => void admin((sql) => sql.unsafe(`drop database if exists ${name}`)))
   return { kind: 'postgres', name }
 }
 
+/** Drops this process's templates; test/setup.ts calls it once after every file has run. */
+export async function dropTemplates() {
+  for (const [template, built] of templates) {
+    templates.delete(template)
+    const source = await built.catch(() => undefined)
+    if (source?.kind === 'postgres') await admin((sql) => sql.unsafe(`drop database if exists ${source.name}`))
+  }
+}
+
 let counter = 0
+
+/** A test database; `url` (PostgreSQL only) lets child processes (`DATABASE_URL`) open the same one. */
+export type TestDatabase = DatabaseHandle & { url?: string }
 
 /**
  * A private database for one test file, cloned from a template, dropped after the file's tests.
  * Tests may write freely: nothing leaks into other files.
  */
-export async function freshDatabase(template: Template = 'seeded'): Promise<DatabaseHandle> {
+export async function freshDatabase(template: Template = 'seeded'): Promise<TestDatabase> {
   let built = templates.get(template)
   if (!built) templates.set(template, (built = build(template)))
   const source = await built
@@ -81,10 +92,11 @@ export async function freshDatabase(template: Template = 'seeded'): Promise<Data
   }
   const name = `tcg_test_${process.pid}_${++counter}`
   await admin((sql) => sql.unsafe(`create database ${name} template ${source.name}`))
-  const handle = await openPostgres(urlFor(name), { max: 8 })
+  const url = urlFor(name)
+  const handle = await openPostgres(url, { max: 8 })
   afterAll(async () => {
     await handle.close()
     await admin((sql) => sql.unsafe(`drop database if exists ${name}`))
   })
-  return handle
+  return { ...handle, url }
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { utcDate } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
@@ -82,13 +83,34 @@ function parseCounters(hash: Record<string, string>): DayCounters {
   return counters
 }
 
+// KEYS[1] marks the batch as applied; KEYS[2..] are the day hashes, ARGV[2] their increments.
+const ADD_BATCH_LUA = `
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
+for i, fields in ipairs(cjson.decode(ARGV[2])) do
+  for field, n in pairs(fields) do
+    if n ~= 0 then redis.call('HINCRBY', KEYS[i + 1], field, n) end
+  end
+  redis.call('EXPIRE', KEYS[i + 1], ARGV[1])
+end
+return 1
+`
+
 type ChargingRedis = Redis & {
   tcgChargeQuota(key: string, cost: number, limit: number, ttl: number, keyField: string): Promise<[number, number]>
+  tcgAddQuotaBatch(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number>
 }
 
-export function redisQuotaStore(redis: Redis): QuotaStore & { addCounters(accountId: number, day: string, delta: DayCounters, now: Date): Promise<void> } {
+/** A day's counters per account: what local counting hands back to Redis. */
+export type DayCountsByAccount = Map<number, DayCounters>
+
+export function redisQuotaStore(redis: Redis): QuotaStore & {
+  add(batchId: string, day: string, counts: DayCountsByAccount, now: Date): Promise<void>
+} {
   const client = redis as ChargingRedis
-  if (typeof client.tcgChargeQuota !== 'function') client.defineCommand('tcgChargeQuota', { numberOfKeys: 1, lua: CHARGE_LUA })
+  if (typeof client.tcgChargeQuota !== 'function') {
+    client.defineCommand('tcgChargeQuota', { numberOfKeys: 1, lua: CHARGE_LUA })
+    client.defineCommand('tcgAddQuotaBatch', { lua: ADD_BATCH_LUA })
+  }
   return {
     async charge({ accountId, keyId, cost, limit, now }) {
       const [admitted, used] = await client.tcgChargeQuota(dayKey(accountId, utcDate(now)), cost, limit, ttlSeconds(now), keyField(keyId))
@@ -97,16 +119,19 @@ export function redisQuotaStore(redis: Redis): QuotaStore & { addCounters(accoun
     async read(accountId, now) {
       return parseCounters(await client.hgetall(dayKey(accountId, utcDate(now))))
     },
-    /** Adds counts taken elsewhere (on local counters while Redis was away) to a day's counters. */
-    async addCounters(accountId, day, delta, now) {
-      const key = dayKey(accountId, day)
-      const multi = client.multi()
-      if (delta.used) multi.hincrby(key, 'used', delta.used)
-      if (delta.rejected) multi.hincrby(key, 'rejected', delta.rejected)
-      if (delta.liveRefreshes) multi.hincrby(key, 'live', delta.liveRefreshes)
-      for (const [keyId, units] of delta.byKey) multi.hincrby(key, keyField(keyId), units)
-      multi.expire(key, ttlSeconds(now))
-      await multi.exec()
+    /**
+     * Adds counts taken elsewhere (locally, while Redis was away), every account at once. `batchId`
+     * makes it apply at most once: a hand-over that timed out may still have run, and its retry
+     * (same id) must not count it twice.
+     */
+    async add(batchId, day, counts, now) {
+      const keys = [...counts.keys()].map((accountId) => dayKey(accountId, day))
+      const increments = [...counts.values()].map((delta) => {
+        const fields: Record<string, number> = { used: delta.used, rejected: delta.rejected, live: delta.liveRefreshes }
+        for (const [keyId, units] of delta.byKey) fields[keyField(keyId)] = units
+        return fields
+      })
+      await client.tcgAddQuotaBatch(keys.length + 1, `quota-batch:${batchId}`, ...keys, ttlSeconds(now), JSON.stringify(increments))
     },
   }
 }
@@ -142,8 +167,8 @@ export function memoryQuotaStore() {
       return { ...counters, byKey: new Map(counters.byKey) }
     },
     /** Everything counted today, then forgotten: the hand-over back to Redis. */
-    drain(): { day: string; accounts: Map<number, DayCounters> } {
-      const drained = { day, accounts }
+    drain(): { day: string; counts: DayCountsByAccount } {
+      const drained = { day, counts: accounts }
       accounts = new Map()
       return drained
     },
@@ -183,18 +208,47 @@ export function failoverQuotaStore(redis: Redis, logger: Logger): FailoverQuotaS
   }
   const baseline = (accountId: number, now: Date) => (utcDate(now) === lastSeenDay ? (lastSeen.get(accountId) ?? 0) : 0)
 
+  /** Moves drained counts into the baseline local counting is measured against. */
+  const shiftBaseline = (day: string, counts: DayCountsByAccount) => {
+    if (day !== lastSeenDay) {
+      // Local counts are for the current day; a baseline from another day is stale.
+      lastSeenDay = day
+      lastSeen = new Map()
+    }
+    for (const [accountId, delta] of counts) lastSeen.set(accountId, (lastSeen.get(accountId) ?? 0) + delta.used)
+  }
+
+  /** Counts drained from the local store and not yet confirmed in Redis, under one batch id. */
+  let handOver: { id: string; day: string; counts: DayCountsByAccount } | undefined
+  let recovering = false
+
   async function recover() {
+    if (recovering) return
+    recovering = true
     try {
       await redis.ping()
-      const { day, accounts } = local.drain()
-      const now = new Date()
-      await Promise.all([...accounts].map(([accountId, delta]) => primary.addCounters(accountId, day, delta, now)))
+      // Hand over what was counted locally. Charges keep landing on the local counters meanwhile,
+      // measured against a baseline that includes the batch in flight, so none is over-admitted;
+      // the loop hands those over too, and the switch back to Redis happens in the same tick as
+      // the check that nothing is left. A failed hand-over is retried with the same batch id.
+      for (;;) {
+        if (!handOver) {
+          const { day, counts } = local.drain()
+          if (counts.size === 0) break
+          handOver = { id: randomUUID(), day, counts }
+          shiftBaseline(day, counts)
+        }
+        await primary.add(handOver.id, handOver.day, handOver.counts, new Date())
+        handOver = undefined
+      }
       clearInterval(probe)
       probe = undefined
       degraded = false
-      logger.info({ accounts: accounts.size }, 'redis is back: quota counters are shared again')
+      logger.info('redis is back: quota counters are shared again')
     } catch {
-      // Still away; the next probe tries again.
+      // Still away, or failed again during the hand-over: the next probe tries again.
+    } finally {
+      recovering = false
     }
   }
 
