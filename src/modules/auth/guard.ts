@@ -49,7 +49,6 @@ function announceQuota(request: Request, headers: Record<string, unknown>, polic
   headers['x-ratelimit-remaining'] = String(rateLimit.daily_remaining)
   headers['x-ratelimit-reset'] = rateLimit.daily_reset
   rateLimits.set(request, rateLimit)
-  return rateLimit
 }
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
