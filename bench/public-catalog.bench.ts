@@ -8,8 +8,8 @@
  */
 import { cpus, totalmem } from 'node:os'
 import autocannon from 'autocannon'
-import postgres from 'postgres'
-import { ROOT, spawnUntilListening } from '../test/helpers/process'
+import { spawnUntilListening } from '../test/helpers/process'
+import { prepareBenchDatabase } from './database'
 
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench'
 const CONNECTIONS = 50
@@ -21,25 +21,6 @@ const SCENARIOS = [
   { name: 'GET /v1/games', path: '/v1/games?per_page=50', p99Ms: 20 },
   { name: 'GET /v1/games/:slug/sets', path: '/v1/games/pokemon/sets', p99Ms: 20 },
 ]
-
-async function prepareDatabase() {
-  const url = new URL(DATABASE_URL)
-  const name = url.pathname.slice(1)
-  url.pathname = '/postgres'
-  const admin = postgres(url.toString(), { max: 1, onnotice: () => {} })
-  const [exists] = await admin`select 1 from pg_database where datname = ${name}`
-  if (!exists) await admin.unsafe(`create database ${name}`)
-  await admin.end()
-  const seed = Bun.spawn([process.execPath, 'src/cli.ts', 'seed', '--scale', 'small'], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL, LOG_LEVEL: 'warn' },
-    stdout: 'inherit',
-    stderr: 'pipe',
-  })
-  const code = await seed.exited
-  const stderr = await new Response(seed.stderr).text()
-  if (code !== 0 && !stderr.includes('already has data')) throw new Error(`seeding failed: ${stderr}`)
-}
 
 async function spawnServer(args: string[], env: Record<string, string>) {
   const { url, child } = await spawnUntilListening(args, { ...process.env, ...env })
@@ -53,7 +34,7 @@ async function measure(url: string) {
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 }
 }
 
-await prepareDatabase()
+await prepareBenchDatabase(DATABASE_URL)
 const app = await spawnServer(['src/index.ts'], { DATABASE_URL, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' })
 const rows: string[] = []
 let failed = false
