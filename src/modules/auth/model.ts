@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { Id, LiteralUnion, QueryInt, Timestamp } from '../../shared/model'
 import { MIN_PASSWORD_LENGTH } from './accounts'
-import { MAX_ACTIVE_KEYS } from './keys'
 import { TIERS } from './tiers'
 
 const TierName = LiteralUnion(TIERS, { description: 'Subscription tier' })
@@ -73,5 +72,3 @@ export const Usage = Type.Object({
   ),
   subscription: Type.Object({ plan: TierName, status: Type.String() }),
 })
-
-export const KEY_LIMIT_NOTE = `At most ${MAX_ACTIVE_KEYS} active keys per account.`

@@ -101,10 +101,6 @@ export function minimumTier(capability: Capability): Tier {
   return TIERS.find((tier) => TIER_POLICY[tier].capabilities.has(capability))!
 }
 
-export function tierAllows(tier: Tier, capability: Capability): boolean {
-  return TIER_POLICY[tier].capabilities.has(capability)
-}
-
 /** Quota credits a bulk resolve of `items` costs on this tier: ceil(items × multiplier). */
 export function resolveCredits(tier: Tier, items: number): number {
   const resolve = TIER_POLICY[tier].resolve
