@@ -70,15 +70,19 @@ export function findSession(db: Database, token: string, now: Date) {
   return repo.findSessionAccount(db, sha256Hex(token), now)
 }
 
+const noAccount = (email: string) => new AppError('NOT_FOUND', `No account with email ${email}`)
+
 export async function setTier(db: Database, email: string, tier: Tier): Promise<AccountRow> {
-  const account = await repo.updateAccountTier(db, normalizeEmail(email), tier)
-  if (!account) throw new AppError('NOT_FOUND', `No account with email ${normalizeEmail(email)}`)
+  const normalized = normalizeEmail(email)
+  const account = await repo.updateAccountTier(db, normalized, tier)
+  if (!account) throw noAccount(normalized)
   return account
 }
 
 export async function requireAccount(db: Database, email: string): Promise<AccountRow> {
-  const found = await repo.findAccountByEmail(db, normalizeEmail(email))
-  if (!found) throw new AppError('NOT_FOUND', `No account with email ${normalizeEmail(email)}`)
+  const normalized = normalizeEmail(email)
+  const found = await repo.findAccountByEmail(db, normalized)
+  if (!found) throw noAccount(normalized)
   const { passwordHash: _, ...account } = found
   return account
 }

@@ -75,7 +75,7 @@ const NOT_JSON = Symbol('not JSON')
 /**
  * Part 2: a page can post a form or text to another site without a preflight, never JSON, so
  * these routes read JSON bodies only. The parser marks anything else (Elysia turns a throw here
- * into a 400) and `refuseNonJson` answers 415 in `transform`. Declaring the JSON parser also makes
+ * into a 400) and `refuseCrossSiteWrite` answers 415 in `transform`. Declaring the JSON parser also makes
  * OpenAPI list application/json alone.
  */
 const jsonBodiesOnly = [
@@ -87,7 +87,9 @@ const jsonBodiesOnly = [
   'json' as const,
 ] as never
 
-function refuseNonJson(body: unknown) {
+/** Both CSRF rules: a write naming another origin is 403, a body that is not JSON 415. */
+function refuseCrossSiteWrite(request: Request, body: unknown) {
+  refuseForeignOrigin(request)
   if (body !== null && typeof body === 'object' && NOT_JSON in body) {
     throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The body must be JSON (Content-Type: application/json), not ${String(body[NOT_JSON])}`)
   }
@@ -126,12 +128,13 @@ export function authGuard(auth: AuthRuntime) {
           auth.usage.record({ keyId: identity.keyId, accountId: identity.accountId, units, rejected, at: now })
 
         const cost = rule.cost ?? 1
+        const allowed = policy.capabilities.has(rule.needs)
         let counters: DayCounters | undefined
-        if (!policy.capabilities.has(rule.needs) || cost === 0) {
+        if (!allowed || cost === 0) {
           counters = await auth.quota.read(identity.accountId, now)
           announceQuota(request, set.headers, policy, counters.used, now)
           record(0)
-          if (!policy.capabilities.has(rule.needs)) {
+          if (!allowed) {
             const needed = TIER_POLICY[minimumTier(rule.needs)].label
             throw new AppError(
               'TIER_REQUIRED',
@@ -168,8 +171,7 @@ export function authGuard(auth: AuthRuntime) {
       parse: jsonBodiesOnly,
       async transform({ request, body }) {
         if (!required) return
-        refuseForeignOrigin(request)
-        refuseNonJson(body)
+        refuseCrossSiteWrite(request, body)
         const token = new Bun.CookieMap(request.headers.get('cookie') ?? '').get(SESSION_COOKIE)
         if (!token) throw new AppError('UNAUTHORIZED', 'Log in first: this endpoint needs the session cookie')
         const found = await findSession(auth.db, token, auth.clock.now())
@@ -181,9 +183,7 @@ export function authGuard(auth: AuthRuntime) {
     sameOriginJson: (required: true) => ({
       parse: jsonBodiesOnly,
       transform({ request, body }) {
-        if (!required) return
-        refuseForeignOrigin(request)
-        refuseNonJson(body)
+        if (required) refuseCrossSiteWrite(request, body)
       },
     }),
   })

@@ -33,13 +33,18 @@ export async function createKey(db: Database, account: Pick<AccountRow, 'id'>, n
   })
 }
 
+const latest = (a: Date | null, b: Date | null) => (a && b ? (a > b ? a : b) : (a ?? b))
+
 /** The account's keys, oldest first, with request counts not yet flushed added in. */
 export async function listKeys(db: Database, accountId: number, pending: UsageRecorder['pending']) {
   const rows = await repo.listKeys(db, accountId)
   return rows.map((row) => {
     const unwritten = pending(row.id)
-    const lastUsedAt = [row.lastUsedAt, unwritten.lastUsedAt].reduce((a, b) => (b && (!a || b > a) ? b : a), null)
-    return { ...row, totalRequests: row.totalRequests + unwritten.requests, lastUsedAt }
+    return {
+      ...row,
+      totalRequests: row.totalRequests + unwritten.requests,
+      lastUsedAt: latest(row.lastUsedAt, unwritten.lastUsedAt),
+    }
   })
 }
 

@@ -2,7 +2,6 @@ import { describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { testRedis } from '../../../test/helpers/auth'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
-import { redisOptions } from '../../deps'
 import { createLogger } from '../../shared/logger'
 import { failoverQuotaStore, memoryQuotaStore, nextUtcMidnight, type QuotaStore, redisQuotaStore } from './quota'
 import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
@@ -22,6 +21,17 @@ async function exactness(store: QuotaStore, accountId: number) {
   expect(counters.used).toBe(100)
   expect(counters.rejected).toBe(200)
   expect([...counters.byKey.values()].reduce((a, b) => a + b, 0)).toBe(100)
+}
+
+// One connection per failover test: each takes its Redis away. Their keys are wiped after the file.
+const outageRedis = await testRedis()
+const handOverRedis = await testRedis()
+
+/** Redis goes away for this client: it can no longer reach it until it reconnects. */
+async function cutOff(redis: Redis) {
+  const ended = new Promise((resolve) => redis.once('end', resolve))
+  redis.disconnect()
+  await ended
 }
 
 describe('quota stores', () => {
@@ -53,18 +63,13 @@ describe('quota stores', () => {
   })
 
   test.skipIf(!TEST_REDIS_URL)('failover: counting continues locally from the last value Redis gave, then hands back', async () => {
-    const prefix = `tcg:test:failover:${process.pid}:`
-    const redis = new Redis(TEST_REDIS_URL!, redisOptions(prefix))
-    await redis.connect()
+    const redis = outageRedis!
     const logged: string[] = []
     const logger = createLogger('info', { write: (line: string) => void logged.push(line) })
     const store = failoverQuotaStore(redis, logger)
     try {
       for (let i = 0; i < 90; i++) await charge(store, 1)
-      // Redis goes away: this client can no longer reach it.
-      const ended = new Promise((resolve) => redis.once('end', resolve))
-      redis.disconnect()
-      await ended
+      await cutOff(redis)
       const local = await Promise.all(Array.from({ length: 20 }, () => charge(store, 1)))
       expect(store.degraded).toBe(true)
       expect(local.filter((r) => r.admitted)).toHaveLength(10) // 90 used before, quota 100
@@ -75,28 +80,19 @@ describe('quota stores', () => {
       await redis.connect()
       for (let i = 0; i < 30 && store.degraded; i++) await Bun.sleep(100)
       expect(store.degraded).toBe(false)
-      const admin = new Redis(TEST_REDIS_URL!)
-      expect(await admin.hgetall(`${prefix}quota:2026-11-20:1`)).toMatchObject({ used: '100', rejected: '10' })
-      const keys = await admin.keys(`${prefix}*`)
-      await admin.del(...keys)
-      admin.disconnect()
+      expect(await redis.hgetall('quota:2026-11-20:1')).toMatchObject({ used: '100', rejected: '10' })
     } finally {
       store.close()
-      redis.disconnect()
     }
   }, 10_000)
 
   test.skipIf(!TEST_REDIS_URL)('failover: a hand-over that times out is retried once, and charges meanwhile are not over-admitted', async () => {
-    const prefix = `tcg:test:handover:${process.pid}:`
-    const redis = new Redis(TEST_REDIS_URL!, redisOptions(prefix))
-    await redis.connect()
+    const redis = handOverRedis!
     const admin = new Redis(TEST_REDIS_URL!)
     const store = failoverQuotaStore(redis, createLogger('silent'))
     try {
       for (let i = 0; i < 90; i++) await charge(store, 1)
-      const ended = new Promise((resolve) => redis.once('end', resolve))
-      redis.disconnect()
-      await ended
+      await cutOff(redis)
       const t0 = performance.now()
       for (let i = 0; i < 5; i++) expect((await charge(store, 1)).admitted).toBe(true) // degraded from here: 95 used
       // Redis returns but holds every write for 1.5 s: the first probe (at ~1 s) pings fine, then its
@@ -110,13 +106,10 @@ describe('quota stores', () => {
       for (let i = 0; i < 40 && store.degraded; i++) await Bun.sleep(100)
       expect(store.degraded).toBe(false)
       // The timed-out batch ran once when the pause ended; its retry was a no-op.
-      expect(await admin.hgetall(`${prefix}quota:2026-11-20:1`)).toMatchObject({ used: '100', rejected: '5' })
+      expect(await redis.hgetall('quota:2026-11-20:1')).toMatchObject({ used: '100', rejected: '5' })
       expect((await charge(store, 1)).admitted).toBe(false)
     } finally {
       store.close()
-      redis.disconnect()
-      const keys = await admin.keys(`${prefix}*`)
-      if (keys.length > 0) await admin.del(...keys)
       admin.disconnect()
     }
   }, 15_000)

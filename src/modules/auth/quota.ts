@@ -65,7 +65,8 @@ return {1, used}
 `
 
 const dayKey = (accountId: number, day: string) => `quota:${day}:${accountId}`
-const keyField = (keyId: number) => `k:${keyId}`
+const KEY_FIELD_PREFIX = 'k:'
+const keyField = (keyId: number) => `${KEY_FIELD_PREFIX}${keyId}`
 
 function ttlSeconds(now: Date): number {
   return Math.ceil((nextUtcMidnight(now).getTime() - now.getTime()) / 1000) + RETENTION_AFTER_DAY_S
@@ -78,7 +79,7 @@ function parseCounters(hash: Record<string, string>): DayCounters {
     if (field === 'used') counters.used = n
     else if (field === 'rejected') counters.rejected = n
     else if (field === 'live') counters.liveRefreshes = n
-    else if (field.startsWith('k:')) counters.byKey.set(Number(field.slice(2)), n)
+    else if (field.startsWith(KEY_FIELD_PREFIX)) counters.byKey.set(Number(field.slice(KEY_FIELD_PREFIX.length)), n)
   }
   return counters
 }
@@ -198,24 +199,21 @@ export function failoverQuotaStore(redis: Redis, logger: Logger): FailoverQuotaS
   let degraded = false
   let probe: ReturnType<typeof setInterval> | undefined
 
-  const remember = (accountId: number, now: Date, used: number) => {
-    const today = utcDate(now)
-    if (today !== lastSeenDay) {
-      lastSeenDay = today
+  /** The baseline map for `day`; a baseline from another day is stale and starts over. */
+  const lastSeenOn = (day: string) => {
+    if (day !== lastSeenDay) {
+      lastSeenDay = day
       lastSeen = new Map()
     }
-    lastSeen.set(accountId, used)
+    return lastSeen
   }
+  const remember = (accountId: number, now: Date, used: number) => lastSeenOn(utcDate(now)).set(accountId, used)
   const baseline = (accountId: number, now: Date) => (utcDate(now) === lastSeenDay ? (lastSeen.get(accountId) ?? 0) : 0)
 
   /** Moves drained counts into the baseline local counting is measured against. */
   const shiftBaseline = (day: string, counts: DayCountsByAccount) => {
-    if (day !== lastSeenDay) {
-      // Local counts are for the current day; a baseline from another day is stale.
-      lastSeenDay = day
-      lastSeen = new Map()
-    }
-    for (const [accountId, delta] of counts) lastSeen.set(accountId, (lastSeen.get(accountId) ?? 0) + delta.used)
+    const seen = lastSeenOn(day)
+    for (const [accountId, delta] of counts) seen.set(accountId, (seen.get(accountId) ?? 0) + delta.used)
   }
 
   /** Counts drained from the local store and not yet confirmed in Redis, under one batch id. */

@@ -12,7 +12,6 @@ import { type UsageRecorder, usageRecorder } from './usage-recorder'
 export interface AuthRuntime {
   db: Database
   clock: Clock
-  logger: Logger
   keys: KeyDirectory
   quota: QuotaStore
   /** 'shared' on Redis, 'local' without Redis, 'degraded' while a configured Redis fails. */
@@ -38,7 +37,6 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
   return {
     db: deps.db,
     clock: deps.clock,
-    logger: deps.logger,
     keys,
     quota: failover ?? memoryQuotaStore(),
     quotaMode: () => (!failover ? 'local' : failover.degraded ? 'degraded' : 'shared'),
