@@ -22,17 +22,15 @@ const SESSION_ERRORS = { 401: 'Error', 403: 'Error', 415: 'Error' } as const
 
 /** Accounts, sessions and keys (cookie-authenticated) and usage (key-authenticated). */
 export function authRoutes(auth: AuthRuntime) {
+  // The same attributes on setting and clearing, or a browser keeps the old cookie.
+  const cookie = (value: string, lifetime: { expires?: Date; maxAge: number }) =>
+    new Bun.Cookie(SESSION_COOKIE, value, { httpOnly: true, sameSite: 'lax', path: '/', secure: auth.cookieSecure, ...lifetime }).serialize()
   const sessionCookie = (session: Session) =>
-    new Bun.Cookie(SESSION_COOKIE, session.token, {
-      httpOnly: true,
-      sameSite: 'lax',
-      path: '/',
-      secure: auth.cookieSecure,
+    cookie(session.token, {
       expires: session.expiresAt,
       maxAge: Math.round((session.expiresAt.getTime() - auth.clock.now().getTime()) / 1000),
-    }).serialize()
-  const clearedCookie = () =>
-    new Bun.Cookie(SESSION_COOKIE, '', { httpOnly: true, sameSite: 'lax', path: '/', secure: auth.cookieSecure, maxAge: 0 }).serialize()
+    })
+  const clearedCookie = () => cookie('', { maxAge: 0 })
 
   return new Elysia({ name: 'auth-routes' })
     .use(models)
