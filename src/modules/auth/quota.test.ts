@@ -43,20 +43,40 @@ describe('quota stores', () => {
     expect((await store.read(2, NOON)).used).toBe(0)
   })
 
-  test('a request costing more than what is left is refused and uses nothing', async () => {
-    const store = memoryQuotaStore()
-    expect(await charge(store, 1, 95)).toEqual({ admitted: true, used: 95 })
-    expect(await charge(store, 1, 6)).toEqual({ admitted: false, used: 95 })
-    expect(await charge(store, 1, 5)).toEqual({ admitted: true, used: 100 })
-  })
+  const stores: [string, () => Promise<QuotaStore | undefined>][] = [
+    ['in-process', async () => memoryQuotaStore()],
+    ['Redis', async () => (TEST_REDIS_URL ? redisQuotaStore((await testRedis())!) : undefined)],
+  ]
+  for (const [name, makeStore] of stores) {
+    test.skipIf(name === 'Redis' && !TEST_REDIS_URL)(`${name}: a charge costing more than what is left is refused, uses nothing, and the next one is judged on its own`, async () => {
+      const store = (await makeStore())!
+      // Issued together: on Redis they travel in one script call and are judged in order.
+      const results = await Promise.all([charge(store, 11, 95), charge(store, 11, 6), charge(store, 12, 1), charge(store, 11, 5, 100, NOON, 2), charge(store, 11, 1)])
+      expect(results).toEqual([
+        { admitted: true, used: 95 },
+        { admitted: false, used: 95 },
+        { admitted: true, used: 1 },
+        { admitted: true, used: 100 },
+        { admitted: false, used: 100 },
+      ])
+      const counters = await store.read(11, NOON)
+      expect(counters).toEqual({ used: 100, rejected: 2, liveRefreshes: 0, byKey: new Map([[1, 95], [2, 5]]) })
+      // A first charge of the day that is refused still leaves counters that expire with the day.
+      expect(await charge(store, 13, 101)).toEqual({ admitted: false, used: 0 })
+      expect((await store.read(13, NOON)).rejected).toBe(1)
+    })
+  }
 
   test.skipIf(!TEST_REDIS_URL)('Redis: one atomic script, exact under concurrency, expiring after the day', async () => {
     const redis = (await testRedis())!
     const store = redisQuotaStore(redis)
     await exactness(store, 7)
-    const ttl = await redis.ttl('quota:2026-11-20:7')
-    expect(ttl).toBeGreaterThan(12 * 3600) // noon: twelve hours left in the day, plus the retention margin
-    expect(ttl).toBeLessThanOrEqual(13 * 3600)
+    expect((await charge(store, 9, 101)).admitted).toBe(false) // a refused first charge creates the day's hash too
+    for (const accountId of [7, 9]) {
+      const ttl = await redis.ttl(`quota:2026-11-20:${accountId}`)
+      expect(ttl).toBeGreaterThan(12 * 3600) // noon: twelve hours left in the day, plus the retention margin
+      expect(ttl).toBeLessThanOrEqual(13 * 3600)
+    }
     // The script is reloaded by ioredis after a SCRIPT FLUSH (e.g. a Redis restart).
     await redis.script('FLUSH')
     expect((await charge(store, 8)).admitted).toBe(true)
