@@ -6,6 +6,8 @@ import { createAuthRuntime } from './modules/auth/runtime'
 import { catalogRoutes } from './modules/catalog/routes'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
+import { historyRoutes } from './modules/history/routes'
+import { searchRoutes } from './modules/search/routes'
 import { errorHandler } from './shared/http'
 
 export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config: Pick<Deps['config'], 'cookieSecure'> }
@@ -31,6 +33,8 @@ export function createApp(deps: AppDeps) {
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode }))
     .use(catalogRoutes(deps))
     .use(authRoutes(auth))
+    .use(historyRoutes(auth))
+    .use(searchRoutes(auth))
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined
