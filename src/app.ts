@@ -31,7 +31,7 @@ export function createApp(deps: AppDeps) {
     )
     .use(docsRoutes())
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode }))
-    .use(catalogRoutes(deps))
+    .use(catalogRoutes(auth))
     .use(authRoutes(auth))
     .use(historyRoutes(auth))
     .use(searchRoutes(auth))

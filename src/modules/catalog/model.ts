@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Id, Timestamp } from '../../shared/model'
+import { Id, LiteralUnion, QueryInt, Timestamp } from '../../shared/model'
 
 export const Game = Type.Object(
   {
@@ -29,3 +29,118 @@ export type SetSummary = Static<typeof SetSummary>
 export const GameSlugParams = Type.Object({
   slug: Type.String({ minLength: 1, maxLength: 100, description: 'Game slug' }),
 })
+
+const Money = Type.Number({ description: 'USD' })
+const NullableMoney = Type.Union([Money, Type.Null()])
+const Percent = Type.Union([Type.Number(), Type.Null()], { description: 'Percent change (15.5 = +15.5%); null: not enough data' })
+const DateOnly = Type.String({ format: 'date', description: 'YYYY-MM-DD (UTC)' })
+export const PRODUCT_TYPES = ['Cards', 'Sealed Products'] as const
+const ProductTypeField = LiteralUnion(PRODUCT_TYPES)
+
+/** A set as `/v1/sets` and `/v1/sets/:id` show it: the summary plus its game. */
+export const SetDetail = Type.Object({
+  ...SetSummary.properties,
+  game_id: Id,
+  game_name: Type.String(),
+  game_slug: Type.String(),
+})
+export type SetDetail = Static<typeof SetDetail>
+
+/** The spec's Card (also sealed product). */
+export const Card = Type.Object({
+  id: Id,
+  name: Type.String(),
+  clean_name: Type.String({ description: 'Normalized lowercase name' }),
+  number: Type.String({ description: 'Card number within the set' }),
+  rarity: Type.String(),
+  image_url: Type.String({ format: 'uri' }),
+  marketplace_id: Id,
+  marketplace_url: Type.String({ format: 'uri' }),
+  product_type: ProductTypeField,
+  foil_only: Type.Integer({ minimum: 0, maximum: 1, description: '1 if the card exists only as foil/holo' }),
+  total_listings: Type.Integer({ minimum: 0 }),
+  shipping_category_id: Type.Integer({ description: '1 = card, 3 = box, 4 = case' }),
+  product_status_id: Type.Integer({ description: '1 = active, 20 = presale' }),
+  hp: Type.Optional(Type.String({ description: 'Present for games that have it' })),
+  custom_attributes: Type.Record(Type.String(), Type.Union([Type.String(), Type.Array(Type.String())]), {
+    description: 'Game-specific attributes (all strings except energyType, an array)',
+  }),
+  set_id: Id,
+  set_name: Type.String(),
+  game_id: Id,
+  game_name: Type.String(),
+})
+export type Card = Static<typeof Card>
+
+/** The spec's Price object, per printing, with card_id (card-prices rows). */
+export const Price = Type.Object({
+  card_id: Id,
+  printing: Type.String(),
+  market_price: Type.Union([Money, Type.Null()], { description: 'Median of recent sales; null if never reported' }),
+  market_price_as_of: Type.Union([DateOnly, Type.Null()], {
+    description: 'When the marketplace last reported market_price; older than last_updated_at when the printing had no recent market price',
+  }),
+  low_price: Money,
+  median_price: Money,
+  lowest_with_shipping: Money,
+  buylist_price: NullableMoney,
+  price_change_24h: Percent,
+  price_change_7d: Percent,
+  price_change_30d: Percent,
+  last_updated_at: Timestamp,
+})
+export type Price = Static<typeof Price>
+
+/** Lookup by marketplace id: the spec omits card_id and the 7d/30d changes. */
+export const MarketplacePrice = Type.Omit(Price, ['card_id', 'price_change_7d', 'price_change_30d'])
+export type MarketplacePrice = Static<typeof MarketplacePrice>
+
+export const MarketplaceCard = Type.Object({
+  id: Id,
+  name: Type.String(),
+  foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
+  prices: Type.Array(MarketplacePrice),
+})
+
+/** DESIGN decision 12: one row per card × printing (set prices, JSON export). */
+export const PriceRow = Type.Object({
+  card_id: Id,
+  name: Type.String(),
+  marketplace_id: Id,
+  product_type: ProductTypeField,
+  foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
+  ...Type.Omit(Price, ['card_id']).properties,
+  image_url: Type.String({ format: 'uri' }),
+})
+export type PriceRow = Static<typeof PriceRow>
+
+/** DESIGN decision 12: a card's summary plus its primary printing's price (set cards, search). */
+export const CardWithPrice = Type.Object({
+  id: Id,
+  name: Type.String(),
+  clean_name: Type.String(),
+  number: Type.String(),
+  rarity: Type.String(),
+  marketplace_id: Id,
+  product_type: ProductTypeField,
+  foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
+  total_listings: Type.Integer({ minimum: 0 }),
+  image_url: Type.String({ format: 'uri' }),
+  game_name: Type.String(),
+  set_name: Type.String(),
+  printing: Type.Union([Type.String(), Type.Null()], { description: 'The primary printing (Normal when it has one); null: no prices yet' }),
+  market_price: NullableMoney,
+  low_price: NullableMoney,
+  median_price: NullableMoney,
+  lowest_with_shipping: NullableMoney,
+  price_updated_at: Type.Union([Timestamp, Type.Null()]),
+})
+export type CardWithPrice = Static<typeof CardWithPrice>
+
+export const IdParams = Type.Object({ id: QueryInt({ minimum: 1, maximum: 2147483647, description: 'Positive integer id' }) })
+export const MarketplaceIdParams = Type.Object({
+  marketplaceId: QueryInt({ minimum: 1, maximum: 2147483647, description: "The marketplace's product id" }),
+})
+
+export const SET_CARD_SORTS = ['number', 'name', 'price_asc', 'price_desc'] as const
+export type SetCardSort = (typeof SET_CARD_SORTS)[number]

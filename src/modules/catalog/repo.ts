@@ -1,6 +1,8 @@
-import { asc, count, desc, eq, getTableColumns, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, getTableColumns, type SQL, sql } from 'drizzle-orm'
 import type { Executor } from '../../db/client'
-import { games, sets } from '../../db/schema'
+import { cardPrices, cards, games, sets } from '../../db/schema'
+import { PRINTINGS_BY_KIND } from '../ingest/source'
+import type { SetCardSort } from './model'
 import type { Page } from '../../shared/model'
 
 export type GameRecord = typeof games.$inferSelect
@@ -51,4 +53,179 @@ export async function findSetsPageByGameSlug(
   if (rows.length > 0) return { rows, total: rows[0]!.total }
   const game = await findGameBySlug(db, slug)
   return game && { rows: [], total: game.setCount }
+}
+
+/** A set with its game's id, name and slug. */
+const setDetailColumns = { ...getTableColumns(sets), gameName: games.name, gameSlug: games.slug }
+export type SetDetailRecord = SetRecord & { gameName: string; gameSlug: string }
+
+/** All sets, or one game's (`undefined` when no game has the slug), newest release first. */
+export async function findSetsPage(
+  db: Executor,
+  gameSlug: string | undefined,
+  page: Page,
+): Promise<{ rows: SetDetailRecord[]; total: number } | undefined> {
+  const rows = await db
+    .select({ ...setDetailColumns, total: totalOver })
+    .from(sets)
+    .innerJoin(games, eq(games.id, sets.gameId))
+    .where(gameSlug === undefined ? undefined : eq(games.slug, gameSlug))
+    .orderBy(desc(sets.releaseDate), asc(sets.id))
+    .limit(page.perPage)
+    .offset(offsetOf(page))
+  if (rows.length > 0) return { rows, total: rows[0]!.total }
+  if (gameSlug === undefined) {
+    const [row] = await db.select({ n: count() }).from(sets)
+    return { rows: [], total: row?.n ?? 0 }
+  }
+  const game = await findGameBySlug(db, gameSlug)
+  return game && { rows: [], total: game.setCount }
+}
+
+export async function findSet(db: Executor, id: number): Promise<SetDetailRecord | undefined> {
+  const [row] = await db.select(setDetailColumns).from(sets).innerJoin(games, eq(games.id, sets.gameId)).where(eq(sets.id, id)).limit(1)
+  return row
+}
+
+// DESIGN decision 3: a card's primary printing is Normal when it has one, else its first printing
+// in the spec's order for its game kind, which is the order of PRINTINGS_BY_KIND (Normal leads
+// wherever it exists).
+const printingRank = sql`array_position(case ${games.kind} ${sql.join(
+  Object.entries(PRINTINGS_BY_KIND).map(([kind, names]) => sql`when ${kind} then array[${sql.join(names.map((n) => sql`${n}`), sql`, `)}]::text[]`),
+  sql` `,
+)} end, ${cardPrices.printing})`
+
+/** The card's primary printing's price: a lateral subquery of the card (and its game) in the outer query. */
+const primaryPrice = (db: Executor) =>
+  db
+    .select({
+      printing: cardPrices.printing,
+      marketPrice: cardPrices.marketPrice,
+      lowPrice: cardPrices.lowPrice,
+      medianPrice: cardPrices.medianPrice,
+      lowestWithShipping: cardPrices.lowestWithShipping,
+      priceUpdatedAt: cardPrices.lastUpdatedAt,
+    })
+    .from(cardPrices)
+    .where(eq(cardPrices.cardId, cards.id))
+    .orderBy(sql`${printingRank} nulls last`, asc(cardPrices.printing))
+    .limit(1)
+    .as('primary_price')
+
+/** Columns of a card-with-price row (DESIGN decision 12); the query must join games, sets and primaryPrice. */
+function cardWithPriceColumns(primary: ReturnType<typeof primaryPrice>) {
+  return {
+    id: cards.id,
+    name: cards.name,
+    cleanName: cards.cleanName,
+    number: cards.number,
+    rarity: cards.rarity,
+    marketplaceId: cards.marketplaceId,
+    productType: cards.productType,
+    foilOnly: cards.foilOnly,
+    totalListings: cards.totalListings,
+    imageUrl: cards.imageUrl,
+    gameName: games.name,
+    setName: sets.name,
+    printing: primary.printing,
+    marketPrice: primary.marketPrice,
+    lowPrice: primary.lowPrice,
+    medianPrice: primary.medianPrice,
+    lowestWithShipping: primary.lowestWithShipping,
+    priceUpdatedAt: primary.priceUpdatedAt,
+  }
+}
+export type CardWithPriceRecord = Awaited<ReturnType<typeof findSetCardsPage>>['rows'][number]
+
+/**
+ * A page of a set's cards with their primary price, in one statement. Every order ends with the
+ * card id, so pages never repeat or skip a row; cards without a price sort after priced ones.
+ * `total` is undefined when the page is empty (past the end, or no such set).
+ */
+export async function findSetCardsPage(db: Executor, setId: number, filter: { type?: string; sort: SetCardSort }, page: Page) {
+  const primary = primaryPrice(db)
+  const orderBy: Record<SetCardSort, SQL[]> = {
+    // Card numbers are text ("12", "12a", "SV01"): shorter first puts 2 before 10.
+    number: [sql`length(${cards.number})`, asc(cards.number)],
+    name: [asc(cards.name)],
+    price_asc: [sql`${primary.marketPrice} asc nulls last`],
+    price_desc: [sql`${primary.marketPrice} desc nulls last`],
+  }
+  const rows = await db
+    .select({ ...cardWithPriceColumns(primary), total: totalOver })
+    .from(cards)
+    .innerJoin(sets, eq(sets.id, cards.setId))
+    .innerJoin(games, eq(games.id, cards.gameId))
+    .leftJoinLateral(primary, sql`true`)
+    .where(and(eq(cards.setId, setId), filter.type === undefined ? undefined : eq(cards.productType, filter.type)))
+    .orderBy(...orderBy[filter.sort], asc(cards.id))
+    .limit(page.perPage)
+    .offset(offsetOf(page))
+  return { rows, total: rows[0]?.total }
+}
+
+export async function countSetCards(db: Executor, setId: number, type: string | undefined): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(cards)
+    .where(and(eq(cards.setId, setId), type === undefined ? undefined : eq(cards.productType, type)))
+  return row?.n ?? 0
+}
+
+const priceColumns = {
+  cardId: cardPrices.cardId,
+  printing: cardPrices.printing,
+  marketPrice: cardPrices.marketPrice,
+  marketPriceAsOf: cardPrices.marketPriceAsOf,
+  lowPrice: cardPrices.lowPrice,
+  medianPrice: cardPrices.medianPrice,
+  lowestWithShipping: cardPrices.lowestWithShipping,
+  buylistPrice: cardPrices.buylistPrice,
+  priceChange24h: cardPrices.priceChange24h,
+  priceChange7d: cardPrices.priceChange7d,
+  priceChange30d: cardPrices.priceChange30d,
+  lastUpdatedAt: cardPrices.lastUpdatedAt,
+}
+export type PriceRecord = typeof cardPrices.$inferSelect
+
+/** Every price row of a set's cards (card × printing), in card number order, primary printing first. */
+export async function findSetPriceRows(db: Executor, setId: number, type: string | undefined) {
+  return db
+    .select({
+      ...priceColumns,
+      name: cards.name,
+      marketplaceId: cards.marketplaceId,
+      productType: cards.productType,
+      foilOnly: cards.foilOnly,
+      imageUrl: cards.imageUrl,
+    })
+    .from(cardPrices)
+    .innerJoin(cards, eq(cards.id, cardPrices.cardId))
+    .innerJoin(games, eq(games.id, cards.gameId))
+    .where(and(eq(cards.setId, setId), type === undefined ? undefined : eq(cards.productType, type)))
+    .orderBy(sql`length(${cards.number})`, asc(cards.number), asc(cards.id), sql`${printingRank} nulls last`, asc(cardPrices.printing))
+}
+
+/** A card with its set's and game's names. */
+export async function findCard(db: Executor, id: number) {
+  const [row] = await db
+    .select({ ...getTableColumns(cards), setName: sets.name, gameName: games.name })
+    .from(cards)
+    .innerJoin(sets, eq(sets.id, cards.setId))
+    .innerJoin(games, eq(games.id, cards.gameId))
+    .where(eq(cards.id, id))
+    .limit(1)
+  return row
+}
+
+/** A card's price rows, primary printing first, in one statement; `card` is undefined when it does not exist. */
+export async function findCardPrices(db: Executor, where: { id: number } | { marketplaceId: number }) {
+  const rows = await db
+    .select({ ...priceColumns, card: { id: cards.id, name: cards.name, foilOnly: cards.foilOnly } })
+    .from(cards)
+    .innerJoin(games, eq(games.id, cards.gameId))
+    .leftJoin(cardPrices, eq(cardPrices.cardId, cards.id))
+    .where('id' in where ? eq(cards.id, where.id) : eq(cards.marketplaceId, where.marketplaceId))
+    .orderBy(sql`${printingRank} nulls last`, asc(cardPrices.printing))
+  return { card: rows[0]?.card, prices: rows.filter((row) => row.printing !== null) }
 }

@@ -1,21 +1,65 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
-import type { Database } from '../../db/client'
-import { PageMeta, PaginationQuery, toPage } from '../../shared/model'
+import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
+import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import type { AuthRuntime } from '../auth/runtime'
 import { models } from '../../shared/models-plugin'
 import { createReadCache } from '../../shared/read-cache'
-import { Game, GameSlugParams, SetSummary } from './model'
-import { getGame, listGameSets, listGames } from './service'
+import {
+  Card,
+  CardWithPrice,
+  Game,
+  GameSlugParams,
+  IdParams,
+  MarketplaceCard,
+  MarketplaceIdParams,
+  Price,
+  PRODUCT_TYPES,
+  PriceRow,
+  SET_CARD_SORTS,
+  SetDetail,
+  SetSummary,
+} from './model'
+import {
+  getCard,
+  getCardByMarketplaceId,
+  getCardPrices,
+  getGame,
+  getSet,
+  listGameSets,
+  listGames,
+  listSetCards,
+  listSetPrices,
+  listSets,
+} from './service'
+
+const TypeFilter = LiteralUnion(PRODUCT_TYPES, { description: 'Cards or sealed products only' })
+const SetsQuery = QueryParams({
+  ...PaginationQuery.properties,
+  game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug' })),
+})
+const SetCardsQuery = QueryParams({
+  ...PaginationQuery.properties,
+  type: Type.Optional(TypeFilter),
+  sort: Type.Optional(LiteralUnion(SET_CARD_SORTS, { default: 'number', description: 'number (default), name, price_asc or price_desc (by the primary printing\'s market price)' })),
+})
+const SetPricesQuery = QueryParams({ type: Type.Optional(TypeFilter) })
+const PrintingQuery = QueryParams({
+  printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Exact printing name, e.g. Normal or Holofoil' })),
+})
+const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as const
 
 /** Games and sets change only when a sync runs (daily); a few seconds of staleness is invisible. */
 const PUBLIC_CACHE_TTL_MS = 5_000
 
-/** Public catalog endpoints: no key, no quota (spec: Authentication 2). */
-export function catalogRoutes(deps: { db: Database }) {
+/** The catalog: games (public, no key, no quota: spec Authentication 2), sets and cards (API key). */
+export function catalogRoutes(auth: AuthRuntime) {
+  const deps = { db: auth.db }
   const cache = createReadCache(PUBLIC_CACHE_TTL_MS)
   return new Elysia({ name: 'catalog-routes' })
     .use(models)
-    .model({ Game, SetSummary })
+    .use(authGuard(auth))
+    .model({ Game, SetSummary, SetDetail, Card, Price, CardWithPrice, PriceRow })
     .get('/v1/games', ({ query }) => {
       const page = toPage(query)
       return cache.get(`games:${page.page}:${page.perPage}`, () => listGames(deps.db, page))
@@ -44,5 +88,70 @@ export function catalogRoutes(deps: { db: Database }) {
         404: 'Error',
       },
       detail: { tags: ['Games'], summary: "List a game's sets", description: 'Newest release first.' },
+    })
+    .get('/v1/sets', ({ query }) => listSets(deps.db, query.game, toPage(query)), {
+      apiKey: { needs: 'catalog' },
+      query: SetsQuery,
+      response: { 200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('SetDetail')), meta: PageMeta })), ...NOT_FOUND_ERRORS },
+      detail: { tags: ['Sets'], summary: 'List sets', description: 'Every set, or one game\'s with `game`; newest release first. An unknown game slug is a 404.' },
+    })
+    .get('/v1/sets/:id', ({ params }) => getSet(deps.db, params.id), {
+      apiKey: { needs: 'catalog' },
+      params: IdParams,
+      response: { 200: withRateLimit(Type.Object({ data: Type.Ref('SetDetail') })), ...NOT_FOUND_ERRORS },
+      detail: { tags: ['Sets'], summary: 'Get a set' },
+    })
+    .get('/v1/sets/:id/cards', ({ params, query }) => listSetCards(deps.db, params.id, { type: query.type, sort: query.sort ?? 'number' }, toPage(query)), {
+      apiKey: { needs: 'catalog' },
+      params: IdParams,
+      query: SetCardsQuery,
+      response: { 200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('CardWithPrice')), meta: PageMeta })), ...NOT_FOUND_ERRORS },
+      detail: {
+        tags: ['Sets'],
+        summary: "List a set's cards with prices",
+        description: "Card-with-price rows: each card's summary and its primary printing's price (Normal when it has one). Cards without a price sort last by price.",
+      },
+    })
+    .get('/v1/sets/:id/prices', ({ params, query }) => listSetPrices(deps.db, params.id, query.type), {
+      apiKey: { needs: 'set_prices' },
+      params: IdParams,
+      query: SetPricesQuery,
+      response: {
+        200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('PriceRow')), meta: Type.Object({ total: Type.Integer({ minimum: 0 }) }) })),
+        ...NOT_FOUND_ERRORS,
+      },
+      detail: { tags: ['Sets'], summary: "Every price of a set's cards (Pro)", description: 'One row per card and printing, in card number order.' },
+    })
+    .get('/v1/cards/:id', ({ params }) => getCard(deps.db, params.id), {
+      apiKey: { needs: 'catalog' },
+      params: IdParams,
+      response: { 200: withRateLimit(Type.Object({ data: Type.Ref('Card') })), ...NOT_FOUND_ERRORS },
+      detail: { tags: ['Cards'], summary: 'Get a card or sealed product' },
+    })
+    .get('/v1/cards/marketplace/:marketplaceId', ({ params }) => getCardByMarketplaceId(deps.db, params.marketplaceId), {
+      apiKey: { needs: 'catalog' },
+      params: MarketplaceIdParams,
+      response: { 200: withRateLimit(Type.Object({ data: MarketplaceCard })), ...NOT_FOUND_ERRORS },
+      detail: { tags: ['Cards'], summary: "Look a card up by the marketplace's product id", description: 'Prices omit card_id and the 7d/30d changes.' },
+    })
+    .get('/v1/cards/:id/prices', ({ params, query }) => getCardPrices(deps.db, params.id, query.printing), {
+      apiKey: { needs: 'catalog' },
+      params: IdParams,
+      query: PrintingQuery,
+      response: {
+        200: withRateLimit(
+          Type.Object({
+            data: Type.Union([Type.Ref('Price'), Type.Array(Type.Ref('Price'))], {
+              description: 'An array of prices, one per printing; a single object when the card has exactly one printing',
+            }),
+          }),
+        ),
+        ...NOT_FOUND_ERRORS,
+      },
+      detail: {
+        tags: ['Cards'],
+        summary: "A card's prices per printing",
+        description: '`printing` is an exact match; a printing the card does not have is a 400 listing the ones it has.',
+      },
     })
 }

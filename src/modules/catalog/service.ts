@@ -1,7 +1,8 @@
 import type { Database } from '../../db/client'
 import { notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
-import type { Game, SetSummary } from './model'
+import { AppError } from '../../shared/errors'
+import type { Card, CardWithPrice, Game, MarketplacePrice, Price, PriceRow, SetCardSort, SetDetail, SetSummary } from './model'
 import * as repo from './repo'
 
 const iso = (instant: Date | null) => instant?.toISOString() ?? null
@@ -45,4 +46,156 @@ export async function listGameSets(db: Database, slug: string, page: Page) {
   const found = await repo.findSetsPageByGameSlug(db, slug, page)
   if (!found) throw notFound(`Game '${slug}'`)
   return { data: found.rows.map(toSetSummary), meta: pageMeta(page, found.total) }
+}
+
+function toSetDetail(row: repo.SetDetailRecord): SetDetail {
+  return { ...toSetSummary(row), game_id: row.gameId, game_name: row.gameName, game_slug: row.gameSlug }
+}
+
+export async function listSets(db: Database, gameSlug: string | undefined, page: Page) {
+  const found = await repo.findSetsPage(db, gameSlug, page)
+  if (!found) throw notFound(`Game '${gameSlug}'`)
+  return { data: found.rows.map(toSetDetail), meta: pageMeta(page, found.total) }
+}
+
+export async function getSet(db: Database, id: number) {
+  const set = await repo.findSet(db, id)
+  if (!set) throw notFound(`Set ${id}`)
+  return { data: toSetDetail(set) }
+}
+
+function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
+  return {
+    id: row.id,
+    name: row.name,
+    clean_name: row.cleanName,
+    number: row.number,
+    rarity: row.rarity,
+    marketplace_id: row.marketplaceId,
+    product_type: row.productType as CardWithPrice['product_type'],
+    foil_only: row.foilOnly,
+    total_listings: row.totalListings,
+    image_url: row.imageUrl,
+    game_name: row.gameName,
+    set_name: row.setName,
+    printing: row.printing,
+    market_price: row.marketPrice,
+    low_price: row.lowPrice,
+    median_price: row.medianPrice,
+    lowest_with_shipping: row.lowestWithShipping,
+    price_updated_at: iso(row.priceUpdatedAt),
+  }
+}
+
+export async function listSetCards(db: Database, setId: number, filter: { type?: string; sort: SetCardSort }, page: Page) {
+  const found = await repo.findSetCardsPage(db, setId, filter, page)
+  let total = found.total
+  if (total === undefined) {
+    // Past the last page, or no such set: tell them apart.
+    if (!(await repo.findSet(db, setId))) throw notFound(`Set ${setId}`)
+    total = await repo.countSetCards(db, setId, filter.type)
+  }
+  return { data: found.rows.map(toCardWithPrice), meta: pageMeta(page, total) }
+}
+
+/** A price row as selected, where a left join may leave the card's fields null. */
+type PriceFields = Omit<repo.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
+  cardId: number | null
+  printing: string | null
+  lastUpdatedAt: Date | null
+}
+
+function toPrice(row: PriceFields): Price {
+  return {
+    card_id: row.cardId!,
+    printing: row.printing!,
+    market_price: row.marketPrice,
+    market_price_as_of: row.marketPriceAsOf,
+    low_price: row.lowPrice,
+    median_price: row.medianPrice,
+    lowest_with_shipping: row.lowestWithShipping,
+    buylist_price: row.buylistPrice,
+    price_change_24h: row.priceChange24h,
+    price_change_7d: row.priceChange7d,
+    price_change_30d: row.priceChange30d,
+    last_updated_at: row.lastUpdatedAt!.toISOString(),
+  }
+}
+
+export async function listSetPrices(db: Database, setId: number, type: string | undefined) {
+  const rows = await repo.findSetPriceRows(db, setId, type)
+  if (rows.length === 0 && !(await repo.findSet(db, setId))) throw notFound(`Set ${setId}`)
+  const data: PriceRow[] = rows.map((row) => {
+    const { card_id, ...price } = toPrice(row)
+    return {
+      card_id,
+      name: row.name,
+      marketplace_id: row.marketplaceId,
+      product_type: row.productType as PriceRow['product_type'],
+      foil_only: row.foilOnly,
+      ...price,
+      image_url: row.imageUrl,
+    }
+  })
+  return { data, meta: { total: data.length } }
+}
+
+export async function getCard(db: Database, id: number) {
+  const row = await repo.findCard(db, id)
+  if (!row) throw notFound(`Card ${id}`)
+  const card: Card = {
+    id: row.id,
+    name: row.name,
+    clean_name: row.cleanName,
+    number: row.number,
+    rarity: row.rarity,
+    image_url: row.imageUrl,
+    marketplace_id: row.marketplaceId,
+    marketplace_url: row.marketplaceUrl,
+    product_type: row.productType as Card['product_type'],
+    foil_only: row.foilOnly,
+    total_listings: row.totalListings,
+    shipping_category_id: row.shippingCategoryId,
+    product_status_id: row.productStatusId,
+    // Spec: `hp` is present for games that have it, so elsewhere it is left out, not null.
+    ...(row.hp === null ? {} : { hp: row.hp }),
+    custom_attributes: row.customAttributes,
+    set_id: row.setId,
+    set_name: row.setName,
+    game_id: row.gameId,
+    game_name: row.gameName,
+  }
+  return { data: card }
+}
+
+export async function getCardByMarketplaceId(db: Database, marketplaceId: number) {
+  const { card, prices } = await repo.findCardPrices(db, { marketplaceId })
+  if (!card) throw notFound(`Card with marketplace id ${marketplaceId}`)
+  const data = prices.map((row): MarketplacePrice => {
+    const { card_id: _id, price_change_7d: _7d, price_change_30d: _30d, ...price } = toPrice(row as PriceFields)
+    return price
+  })
+  return { data: { id: card.id, name: card.name, foil_only: card.foilOnly, prices: data } }
+}
+
+/**
+ * A card's prices, optionally one exact printing. Spec: when the card has exactly one printing,
+ * `data` is that object rather than a one-element array (a printing filter that matches one row
+ * keeps the array: the shape follows the card, not the filter).
+ */
+export async function getCardPrices(db: Database, id: number, printing: string | undefined) {
+  const { card, prices } = await repo.findCardPrices(db, { id })
+  if (!card) throw notFound(`Card ${id}`)
+  const all = prices.map((row) => toPrice(row as PriceFields))
+  if (printing === undefined) return { data: all.length === 1 ? all[0]! : all }
+  const matching = all.filter((price) => price.printing === printing)
+  if (matching.length === 0) {
+    const known = all.map((price) => price.printing)
+    throw new AppError(
+      'INVALID_PARAMETER',
+      `Card ${id} has no printing '${printing}'; its printings: ${known.length > 0 ? known.join(', ') : 'none yet'}`,
+      [{ field: 'printing', message: `one of: ${known.join(', ')}` }],
+    )
+  }
+  return { data: all.length === 1 ? matching[0]! : matching }
 }

@@ -29,6 +29,10 @@ export function docsRoutes() {
           },
           tags: [
             { name: 'Games', description: 'Public catalog: no API key needed' },
+            { name: 'Sets', description: 'Sets, their cards and prices (API key)' },
+            { name: 'Cards', description: 'Cards, sealed products and their prices (API key)' },
+            { name: 'History', description: 'Price history (API key; window by tier)' },
+            { name: 'Search', description: 'Full-text and fuzzy card search (API key)' },
             { name: 'Account', description: 'Sign up, log in (session cookie) and daily usage' },
             { name: 'Keys', description: 'API keys, managed with the session cookie' },
             { name: 'Health', description: 'Liveness and readiness' },
