@@ -96,7 +96,7 @@ const printingRank = sql`array_position(case ${games.kind} ${sql.join(
 )} end, ${cardPrices.printing})`
 
 /** The card's primary printing's price: a lateral subquery of the card (and its game) in the outer query. */
-const primaryPrice = (db: Executor) =>
+export const primaryPrice = (db: Executor) =>
   db
     .select({
       printing: cardPrices.printing,
@@ -113,7 +113,7 @@ const primaryPrice = (db: Executor) =>
     .as('primary_price')
 
 /** Columns of a card-with-price row (DESIGN decision 12); the query must join games, sets and primaryPrice. */
-function cardWithPriceColumns(primary: ReturnType<typeof primaryPrice>) {
+export function cardWithPriceColumns(primary: ReturnType<typeof primaryPrice>) {
   return {
     id: cards.id,
     name: cards.name,

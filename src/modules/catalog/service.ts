@@ -64,7 +64,7 @@ export async function getSet(db: Database, id: number) {
   return { data: toSetDetail(set) }
 }
 
-function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
+export function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
   return {
     id: row.id,
     name: row.name,
