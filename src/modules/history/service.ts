@@ -1,0 +1,124 @@
+import type { Database } from '../../db/client'
+import { addDays, utcDate } from '../../shared/clock'
+import { AppError, notFound } from '../../shared/errors'
+import type { TierPolicy } from '../auth/tiers'
+import {
+  type DetailedHistoryMeta,
+  type HistoryMeta,
+  type HistoryRange,
+  type HistoryRow,
+  RANGE_DAYS,
+} from './model'
+import * as repo from './repo'
+
+function toRow(record: repo.HistoryRecord): HistoryRow {
+  return {
+    date: record.date,
+    printing: record.printing,
+    market_price: record.marketPrice,
+    low_price: record.lowPrice,
+    avg_sales_price: record.avgSalesPrice,
+    sales_volume: record.salesVolume,
+  }
+}
+
+export interface HistoryWindow {
+  range: HistoryRange
+  /** Window length in days, today included; null = no lower bound. */
+  days: number | null
+  /** First day included; null = no lower bound. */
+  from: string | null
+  /** Last day included: today. */
+  to: string
+  clippedToTier: boolean
+  tierDays: number | null
+}
+
+/**
+ * The window of `GET /v1/cards/:id/history` (DESIGN decision 6). The range asks for a number of
+ * days (month 30, quarter 90, year 365, all unlimited); the tier's `historyDays` caps it (Free 7,
+ * Hobby 30, Starter 90, Pro and Business unlimited); the smaller one applies. An N-day window is
+ * the N UTC dates ending with today, today included: [today − (N − 1), today], both ends
+ * inclusive, "today" being the UTC date of the service clock's instant the request was charged
+ * at. So a Free caller on 2026-11-20 sees 2026-11-14 … 2026-11-20 (7 dates). An unlimited window
+ * has no lower bound and still ends today.
+ */
+export function historyWindow(range: HistoryRange, policy: Pick<TierPolicy, 'historyDays'>, now: Date): HistoryWindow {
+  const today = utcDate(now)
+  const rangeDays = RANGE_DAYS[range]
+  const tierDays = policy.historyDays
+  const clippedToTier = tierDays !== null && (rangeDays === null || tierDays < rangeDays)
+  const days = clippedToTier ? tierDays : rangeDays
+  return {
+    range,
+    days,
+    from: days === null ? null : addDays(today, -(days - 1)),
+    to: today,
+    clippedToTier,
+    tierDays,
+  }
+}
+
+/**
+ * 404 for an unknown card; 400 naming `printing` (and listing the card's printings) when the card
+ * has no printing of that name, so a typo is not mistaken for "no history".
+ */
+function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, printing: string | undefined) {
+  if (!card) throw notFound(`Card ${cardId}`)
+  if (printing === undefined || card.printings.includes(printing)) return
+  const expected =
+    card.printings.length > 0 ? `must be one of this card's printings: ${card.printings.join(', ')}` : 'card has no printings'
+  throw new AppError('INVALID_PARAMETER', `Invalid query: 'printing' ${expected} (got '${printing}')`, [
+    { field: 'printing', message: expected },
+  ])
+}
+
+/** Two statements, run together: the card with its printings, and the rows in the window. */
+async function load(db: Database, filter: repo.HistoryFilter) {
+  const [card, records] = await Promise.all([repo.findCardPrintings(db, filter.cardId), repo.findHistory(db, filter)])
+  checkPrinting(card, filter.cardId, filter.printing)
+  return records.map(toRow)
+}
+
+export async function getHistory(
+  db: Database,
+  request: { cardId: number; range: HistoryRange; printing?: string; policy: Pick<TierPolicy, 'historyDays'>; now: Date },
+): Promise<{ data: HistoryRow[]; meta: HistoryMeta }> {
+  const window = historyWindow(request.range, request.policy, request.now)
+  const data = await load(db, {
+    cardId: request.cardId,
+    printing: request.printing,
+    from: window.from ?? undefined,
+    to: window.to,
+  })
+  return {
+    data,
+    meta: {
+      range: window.range,
+      days: window.days,
+      from: window.from,
+      to: window.to,
+      clipped_to_tier: window.clippedToTier,
+      tier_history_days: window.tierDays,
+      count: data.length,
+    },
+  }
+}
+
+/** Every recorded point of the card (or one printing), no date window: Pro and Business only. */
+export async function getDetailedHistory(
+  db: Database,
+  request: { cardId: number; printing?: string },
+): Promise<{ data: HistoryRow[]; meta: DetailedHistoryMeta }> {
+  const data = await load(db, { cardId: request.cardId, printing: request.printing })
+  const printings = [...new Set(data.map((row) => row.printing))].sort()
+  return {
+    data,
+    meta: {
+      count: data.length,
+      first_date: data[0]?.date ?? null,
+      last_date: data.at(-1)?.date ?? null,
+      printings,
+    },
+  }
+}
