@@ -1,0 +1,57 @@
+import { type Static, Type } from '@sinclair/typebox'
+import { LiteralUnion, PaginationQuery, QueryInt, QueryParams } from '../../shared/model'
+import { PRODUCT_TYPES } from '../catalog/model'
+
+export const SEARCH_SORTS = ['relevance', 'price_asc', 'price_desc', 'name'] as const
+export type SearchSort = (typeof SEARCH_SORTS)[number]
+
+/** `q` is trimmed before its length is checked, so the schema states the lower bound only. */
+export const Q_MIN_LENGTH = 2
+export const Q_MAX_LENGTH = 200
+/** Prices a filter may name: anything above is certainly a typo. */
+const MAX_PRICE = 10_000_000
+
+const Price = (description: string) => Type.Number({ minimum: 0, maximum: MAX_PRICE, description })
+
+export const SearchQuery = QueryParams({
+  q: Type.String({
+    minLength: Q_MIN_LENGTH,
+    description:
+      `Card name or part of it, ${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters after trimming. Case, accents and punctuation ` +
+      'do not matter. Every word of q must start a word of the name ("pika" finds Pikachu); when no card matches that way, ' +
+      'names similar to q are returned instead, so small misspellings ("charzard") still find the card.',
+    examples: ['charizard'],
+  }),
+  game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug; an unknown slug is a 404' })),
+  type: Type.Optional(LiteralUnion(PRODUCT_TYPES, { description: 'Cards or sealed products only' })),
+  set_id: Type.Optional(QueryInt({ minimum: 1, maximum: 2147483647, description: 'Only this set; an unknown set is a 404' })),
+  rarity: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Exact rarity, e.g. `Holo Rare`' })),
+  printing: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 100, description: 'Only cards that have a price for this printing (exact, e.g. `Holofoil`)' }),
+  ),
+  min_price: Type.Optional(Price("Lowest primary-printing market price, USD (cards without a market price are left out)")),
+  max_price: Type.Optional(Price("Highest primary-printing market price, USD; at least min_price")),
+  sort: Type.Optional(
+    LiteralUnion(SEARCH_SORTS, {
+      default: 'relevance',
+      description:
+        'relevance (default: the exact name, then names starting with q, then other word matches, each by similarity; ' +
+        'fuzzy matches by similarity), price_asc or price_desc (primary market price, cards without one last), or name',
+    }),
+  ),
+  ...PaginationQuery.properties,
+})
+export type SearchQuery = Static<typeof SearchQuery>
+
+export interface SearchFilter {
+  /** `q` as stored names are: cleanName(q). */
+  text: string
+  game?: string
+  type?: string
+  setId?: number
+  rarity?: string
+  printing?: string
+  minPrice?: number
+  maxPrice?: number
+  sort: SearchSort
+}
