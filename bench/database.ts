@@ -2,10 +2,10 @@ import postgres from 'postgres'
 import { ROOT } from '../test/helpers/process'
 
 /**
- * Creates the bench database if missing and seeds the `small` demo catalog into it once (the CLI
- * migrates first; an already seeded database is left as it is). Returns the server's version.
+ * Creates the bench database if missing and seeds a demo catalog (default `small`) into it once
+ * (the CLI migrates first; an already seeded database is left as it is). Returns the server's version.
  */
-export async function prepareBenchDatabase(databaseUrl: string): Promise<string> {
+export async function prepareBenchDatabase(databaseUrl: string, scale = 'small'): Promise<string> {
   const url = new URL(databaseUrl)
   const name = url.pathname.slice(1)
   url.pathname = '/postgres'
@@ -14,7 +14,7 @@ export async function prepareBenchDatabase(databaseUrl: string): Promise<string>
   if (!exists) await admin.unsafe(`create database ${name}`)
   const [{ server_version }] = (await admin`show server_version`) as unknown as [{ server_version: string }]
   await admin.end()
-  const seed = Bun.spawn([process.execPath, 'src/cli.ts', 'seed', '--scale', 'small'], {
+  const seed = Bun.spawn([process.execPath, 'src/cli.ts', 'seed', '--scale', scale], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' },
     stdout: 'inherit',

@@ -1,0 +1,144 @@
+/**
+ * Key-guarded, Postgres-backed catalog reads on the `medium` demo catalog: `GET /v1/cards/:id`
+ * (across many ids) and `GET /v1/search` (exact names, misspellings and prefixes), through the
+ * real service with the Redis quota store, against a bare Bun.serve sending a body of the same
+ * size, each in its own process, measured by autocannon from this one, in the same run.
+ *
+ *   BENCH_MEDIUM_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_medium \
+ *   BENCH_REDIS_URL=redis://127.0.0.1:6379 bun bench/catalog-keyed.bench.ts
+ *
+ * Seeds the `medium` demo catalog on its first run (a few minutes). Exits 1 if a budget fails.
+ */
+import { cpus, loadavg, totalmem } from 'node:os'
+import autocannon from 'autocannon'
+import { like, sql } from 'drizzle-orm'
+import Redis from 'ioredis'
+import { openPostgres } from '../src/db/client'
+import { accounts } from '../src/db/schema'
+import { createAccount } from '../src/modules/auth/accounts'
+import { createKey } from '../src/modules/auth/keys'
+import { TIER_POLICY } from '../src/modules/auth/tiers'
+import { spawnUntilListening } from '../test/helpers/process'
+import { prepareBenchDatabase } from './database'
+
+const DATABASE_URL = process.env.BENCH_MEDIUM_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_medium'
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+const CONNECTIONS = 50
+/** A fixed count per measured run, on a fresh Business account: never near the quota. */
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000)
+const WARMUP_REQUESTS = 5_000
+if (REQUESTS + WARMUP_REQUESTS > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
+const REDIS_PREFIX = `tcg:bench:${process.pid}:`
+const EMAIL_PREFIX = `bench-catalog-${process.pid}-`
+
+console.error('preparing the database')
+const postgresVersion = await prepareBenchDatabase(DATABASE_URL, 'medium')
+console.error('database ready')
+const database = await openPostgres(DATABASE_URL, { max: 2 })
+const select = async <T>(query: ReturnType<typeof sql>) => (await database.db.execute(query)) as unknown as T[]
+const [{ n: cardCount }] = (await select<{ n: number }>(sql`select count(*)::int as n from cards`)) as [{ n: number }]
+// Ids spread over the whole table, and names to search for: as written, misspelt, and prefixes.
+const cardIds = (await select<{ id: number }>(sql`select id from cards order by random() limit 500`)).map((r) => r.id)
+const names = (await select<{ name: string }>(sql`select name from cards where product_type = 'Cards' order by random() limit 100`)).map((r) => r.name)
+const misspell = (word: string) => (word.length > 4 ? word.slice(0, 2) + word[3] + word[2] + word.slice(4) : word)
+const searches = names.flatMap((name) => {
+  const first = name.split(' ')[0]!
+  return [name, misspell(first.toLowerCase()), first.slice(0, Math.max(3, Math.ceil(first.length / 2)))]
+})
+
+/** Budgets as data (DESIGN section 6). */
+const SCENARIOS = [
+  { name: 'GET /v1/cards/:id', paths: cardIds.map((id) => `/v1/cards/${id}`), p99Ms: 20 },
+  { name: 'GET /v1/search', paths: searches.map((q) => `/v1/search?q=${encodeURIComponent(q)}`), p99Ms: 60 },
+]
+
+let accountsMade = 0
+async function freshKey(): Promise<string> {
+  const account = await createAccount(database.db, { email: `${EMAIL_PREFIX}${++accountsMade}@example.com`, password: 'bench password', tier: 'business' })
+  return (await createKey(database.db, account, 'bench')).key
+}
+
+/** `amount` requests cycling through `paths`; autocannon reports whole milliseconds. */
+function load(base: string, paths: string[], amount: number, key?: string) {
+  let next = 0
+  return new Promise<autocannon.Result>((resolve, reject) =>
+    autocannon(
+      {
+        url: base,
+        connections: CONNECTIONS,
+        amount,
+        headers: key ? { 'x-api-key': key } : {},
+        requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length]! }) }],
+      },
+      (error, result) => {
+        if (error) return reject(error)
+        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+          return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
+        }
+        resolve(result)
+      },
+    ),
+  )
+}
+
+console.error('starting the service')
+const loadBefore = loadavg()
+const rows: string[] = []
+let failed = false
+const app = await spawnUntilListening(['src/index.ts'], {
+  ...process.env,
+  DATABASE_URL,
+  REDIS_URL,
+  REDIS_KEY_PREFIX: REDIS_PREFIX,
+  PORT: '0',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'info', // the 'listening' line is an info log
+})
+try {
+  for (const scenario of SCENARIOS) {
+    console.error(`${scenario.name}: preparing`)
+    const key = await freshKey()
+    // The yardstick sends one of this scenario's responses, so both move the same bytes.
+    const sample = await fetch(app.url + scenario.paths[0], { headers: { 'x-api-key': key } })
+    if (sample.status !== 200) throw new Error(`${scenario.name}: ${sample.status} ${await sample.text()}`)
+    const bodyFile = `/tmp/tcg-bench-${process.pid}-${rows.length}.json`
+    await Bun.write(bodyFile, await sample.arrayBuffer())
+    const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
+    try {
+      await load(baseline.url, ['/'], WARMUP_REQUESTS)
+      const bare = await load(baseline.url, ['/'], REQUESTS)
+      console.error(`${scenario.name}: baseline done, loading the service`)
+      await load(app.url, scenario.paths, WARMUP_REQUESTS, key)
+      const ours = await load(app.url, scenario.paths, REQUESTS, key)
+      const pass = ours.latency.p99 <= scenario.p99Ms
+      failed ||= !pass
+      // req/s over the whole run: autocannon's per-second average misreads runs of a few seconds.
+      const [oursRps, bareRps] = [ours, bare].map((run) => run.requests.total / run.duration) as [number, number]
+      rows.push(
+        `| ${scenario.name} | ${scenario.paths.length} | ${ours.latency.p50} | ${ours.latency.p99} | ${Math.round(oursRps)} | ${Math.round(bareRps)} | ${(oursRps / bareRps).toFixed(2)} | p99 ≤ ${scenario.p99Ms} ms | ${pass ? 'PASS' : 'FAIL'} |`,
+      )
+    } finally {
+      baseline.child.kill()
+    }
+  }
+} finally {
+  app.child.kill()
+  await app.child.exited
+  await database.db.delete(accounts).where(like(accounts.email, `${EMAIL_PREFIX}%`))
+  await database.close()
+  const redis = new Redis(REDIS_URL)
+  const keys = await redis.keys(`${REDIS_PREFIX}*`)
+  if (keys.length > 0) await redis.del(...keys)
+  redis.disconnect()
+}
+
+const load1 = (l: number[]) => l.map((n) => n.toFixed(2)).join(' ')
+console.log(
+  `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
+    `medium demo catalog (${cardCount} cards), Redis quota store, load average ${load1(loadBefore)} before / ${load1(loadavg())} after, ` +
+    `${CONNECTIONS} connections, ${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up, latency in ms (autocannon: whole ms)\n`,
+)
+console.log('| path | distinct requests | p50 | p99 | req/s | bare Bun.serve req/s | ratio | budget | result |')
+console.log('|---|---|---|---|---|---|---|---|---|')
+for (const row of rows) console.log(row)
+process.exit(failed ? 1 : 0)
