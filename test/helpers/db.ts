@@ -1,8 +1,10 @@
 import { afterAll } from 'bun:test'
-import type { DatabaseHandle } from '../../src/db/client'
+import { type SQL, sql } from 'drizzle-orm'
+import type { Database, DatabaseHandle } from '../../src/db/client'
 import { openPglite, openPostgres } from '../../src/db/client'
 import { syncGames } from '../../src/modules/ingest/service'
 import { DEFAULT_BACKFILL } from '../../src/modules/ingest/normalize'
+import { PRINTINGS_BY_KIND } from '../../src/modules/ingest/source'
 import { createDemoSource } from '../../src/modules/ingest/sources/demo'
 import { createLogger } from '../../src/shared/logger'
 import { TEST_DATABASE_URL, TEST_NOW } from './env'
@@ -13,6 +15,24 @@ export type Template = 'empty' | 'seeded'
 export const testLogger = createLogger('silent')
 export const testClock = { now: () => TEST_NOW }
 export const tinySource = () => createDemoSource({ scale: 'tiny', now: () => TEST_NOW })
+
+/** The rows of a raw SQL query, whichever driver runs it (postgres.js answers an array, PGlite `{ rows }`). */
+export async function selectRows<T>(db: Database, query: SQL): Promise<T[]> {
+  const result = (await db.execute(query)) as unknown as T[] | { rows: T[] }
+  return Array.isArray(result) ? result : result.rows
+}
+
+/**
+ * The test oracle for DESIGN decision 3, written apart from the code under test: an ORDER BY that
+ * puts a card's primary printing first among its `card_prices cp`, the game being aliased `g`.
+ */
+export const PRIMARY_PRINTING_FIRST = sql.raw(
+  "case when cp.printing = 'Normal' then 0 else 1 end, array_position(case g.kind " +
+    Object.entries(PRINTINGS_BY_KIND)
+      .map(([kind, names]) => `when '${kind}' then array[${names.map((name) => `'${name}'`).join(',')}]`)
+      .join(' ') +
+    ' end, cp.printing)',
+)
 
 type Built = { kind: 'postgres'; name: string } | { kind: 'pglite'; dump: Blob }
 const templates = new Map<Template, Promise<Built>>()

@@ -10,6 +10,8 @@ export const appDeps = (deps: TestAppDeps): AppDeps => ({ clock: testClock, conf
 export interface TestServer {
   base: string
   get(path: string, init?: RequestInit): Promise<Response>
+  /** GET with the API key (if any), read as JSON. */
+  json(path: string, key?: string): Promise<{ status: number; body: any; headers: Headers }>
   /** Stops it now (and flushes its counters); otherwise it stops after the file's tests. */
   stop(): Promise<void>
 }
@@ -20,5 +22,10 @@ export function startServer(deps: TestAppDeps, extend: (app: App) => App = (app)
   const base = `http://127.0.0.1:${app.server!.port}`
   const stop = () => stopApp(app)
   afterAll(stop)
-  return { base, get: (path, init) => fetch(base + path, init), stop }
+  const get = (path: string, init?: RequestInit) => fetch(base + path, init)
+  const json = async (path: string, key?: string) => {
+    const response = await get(path, key === undefined ? undefined : { headers: { 'x-api-key': key } })
+    return { status: response.status, body: (await response.json()) as any, headers: response.headers }
+  }
+  return { base, get, json, stop }
 }

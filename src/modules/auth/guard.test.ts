@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { accountWithKey, manualClock, testRedis } from '../../../test/helpers/auth'
-import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
 import { probeCapabilities, withProbes } from '../../../test/helpers/probes'
 import { startServer } from '../../../test/helpers/server'
 import { setTier } from './accounts'
@@ -238,20 +238,18 @@ describe('per-key counters', () => {
     for (let i = 0; i < 5; i++) await own.get('/probe/catalog', { headers: { 'x-api-key': key } })
     await own.get('/probe/bulk_read', { headers: { 'x-api-key': key } }) // 403: used, not charged
 
-    const stored = async () =>
-      (await db.execute(sql`select total_requests::int as n, last_used_at from api_keys where id = ${keyId}`)) as any
-    const rows = (r: any) => (Array.isArray(r) ? r : r.rows)
-    expect(rows(await stored())[0]).toEqual({ n: 0, last_used_at: null })
+    const stored = () => selectRows<any>(db, sql`select total_requests::int as n, last_used_at from api_keys where id = ${keyId}`)
+    expect((await stored())[0]).toEqual({ n: 0, last_used_at: null })
 
     const listed = (await json(await own.get('/v1/keys', { headers: { cookie } }))).data[0]
     expect(listed.total_requests).toBe(6)
     expect(listed.last_used_at).toBe('2026-11-20T12:00:00.000Z')
 
     await own.stop()
-    const [after] = rows(await stored())
+    const [after] = await stored()
     expect(after.n).toBe(6)
     expect(new Date(after.last_used_at).toISOString()).toBe('2026-11-20T12:00:00.000Z')
-    const daily = rows(await db.execute(sql`select day::text, requests, rejected from daily_usage where account_id = (select account_id from api_keys where id = ${keyId})`))
+    const daily = await selectRows(db, sql`select day::text, requests, rejected from daily_usage where account_id = (select account_id from api_keys where id = ${keyId})`)
     expect(daily).toEqual([{ day: '2026-11-20', requests: 5, rejected: 0 }])
   })
 })

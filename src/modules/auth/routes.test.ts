@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { accountWithKey, manualClock, testRedis } from '../../../test/helpers/auth'
-import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
 import { withProbes } from '../../../test/helpers/probes'
 import { startServer } from '../../../test/helpers/server'
 import { createLogger } from '../../shared/logger'
@@ -17,7 +17,6 @@ const logLines: string[] = []
 const logger = createLogger('debug', { write: (line: string) => void logLines.push(line) })
 const server = startServer({ db, redis, logger, clock }, withProbes)
 
-const rows = (result: any): any[] => (Array.isArray(result) ? result : result.rows)
 const json = async (response: Response) => (await response.json()) as any
 /** Every raw secret the tests handled: none may appear in the database or the logs. */
 const secrets: string[] = []
@@ -303,9 +302,9 @@ describe('secrets at rest and in logs', () => {
     secrets.push(key)
     expect((await server.get('/probe/catalog/boom', { headers: { 'x-api-key': key } })).status).toBe(500)
 
-    const keys = rows(await db.execute(sql`select key_hash, key_prefix from api_keys`))
-    const sessions = rows(await db.execute(sql`select token_hash from sessions`))
-    const passwords = rows(await db.execute(sql`select password_hash from accounts`))
+    const keys = await selectRows<any>(db, sql`select key_hash, key_prefix from api_keys`)
+    const sessions = await selectRows<any>(db, sql`select token_hash from sessions`)
+    const passwords = await selectRows<any>(db, sql`select password_hash from accounts`)
     expect(keys.length).toBeGreaterThan(25)
     for (const { key_hash } of keys) expect(key_hash).toMatch(/^[0-9a-f]{64}$/)
     for (const { token_hash } of sessions) expect(token_hash).toMatch(/^[0-9a-f]{64}$/)

@@ -1,9 +1,8 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
-import { sql } from 'drizzle-orm'
+import { type SQL, sql } from 'drizzle-orm'
 import { accountWithKey } from '../../../test/helpers/auth'
-import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
 import { startServer } from '../../../test/helpers/server'
-import { PRINTINGS_BY_KIND } from '../ingest/source'
 
 const database = await freshDatabase('seeded')
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
@@ -14,20 +13,17 @@ beforeAll(async () => {
   freeKey = (await accountWithKey(database.db, 'free')).key
 })
 
-const get = async (path: string, key = proKey) => {
-  const response = await server.get(path, { headers: { 'x-api-key': key } })
-  return { status: response.status, body: (await response.json()) as any, headers: response.headers }
-}
-const rows = async <T>(query: ReturnType<typeof sql>) => {
-  const result = (await database.db.execute(query)) as unknown as T[] | { rows: T[] }
-  return Array.isArray(result) ? result : result.rows
-}
+const get = (path: string, key = proKey) => server.json(path, key)
+const rows = <T>(query: SQL) => selectRows<T>(database.db, query)
 
 /** Facts read straight from the database, to compare the API against. */
 const [someSet] = await rows<{ id: number; game_id: number; card_count: number; name: string }>(
   sql`select s.id, s.game_id, s.card_count, s.name from sets s
       where (select count(*) from cards c where c.set_id = s.id and c.product_type = 'Sealed Products') > 0
         and (select count(*) from cards c where c.set_id = s.id) > 3
+        -- cards with several printings, so the primary printing is a choice the test can check
+        and exists (select 1 from cards c join card_prices cp on cp.card_id = c.id and cp.printing <> 'Normal'
+                     where c.set_id = s.id and exists (select 1 from card_prices n where n.card_id = c.id and n.printing = 'Normal'))
       order by s.id limit 1`,
 )
 const [pokemon] = await rows<{ id: number; set_count: number }>(sql`select id, set_count from games where slug = 'pokemon'`)
@@ -102,8 +98,7 @@ describe('GET /v1/sets/:id/cards', () => {
       select c.id, p.printing, p.market_price from cards c join games g on g.id = c.game_id
       left join lateral (
         select cp.printing, cp.market_price from card_prices cp where cp.card_id = c.id
-        order by case when cp.printing = 'Normal' then 0 else 1 end,
-          array_position(case g.kind ${sql.raw(Object.entries(PRINTINGS_BY_KIND).map(([kind, names]) => `when '${kind}' then array[${names.map((n) => `'${n}'`).join(',')}]`).join(' '))} end, cp.printing)
+        order by ${PRIMARY_PRINTING_FIRST}
         limit 1) p on true
       where c.set_id = ${someSet!.id}`)
     const byId = new Map(expected.map((row) => [row.id, row]))

@@ -6,10 +6,7 @@ import { TEST_NOW } from '../../../test/helpers/env'
 
 const database = await freshDatabase('seeded')
 const server: TestServer = startServer({ db: database.db, redis: undefined, logger: testLogger })
-const json = async (path: string) => {
-  const response = await server.get(path)
-  return { status: response.status, body: (await response.json()) as any, headers: response.headers }
-}
+const json = (path: string) => server.json(path)
 
 describe('GET /v1/games', () => {
   test('lists all 57 games with every Game field, major games first', async () => {

@@ -1,10 +1,9 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
-import { sql } from 'drizzle-orm'
+import { type SQL, sql } from 'drizzle-orm'
 import { accountWithKey } from '../../../test/helpers/auth'
-import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
 import { startServer } from '../../../test/helpers/server'
 import { cleanName } from '../../shared/text'
-import { PRINTINGS_BY_KIND } from '../ingest/source'
 
 const database = await freshDatabase('seeded')
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
@@ -15,16 +14,10 @@ beforeAll(async () => {
   freeKey = (await accountWithKey(database.db, 'free')).key
 })
 
-const get = async (path: string, key: string | null = proKey) => {
-  const response = await server.get(path, key === null ? undefined : { headers: { 'x-api-key': key } })
-  return { status: response.status, body: (await response.json()) as any, headers: response.headers }
-}
+const get = (path: string, key: string | null = proKey) => server.json(path, key ?? undefined)
 const search = (params: Record<string, string | number>, key?: string | null) =>
   get(`/v1/search?${new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)]))}`, key)
-const rows = async <T>(query: ReturnType<typeof sql>) => {
-  const result = (await database.db.execute(query)) as unknown as T[] | { rows: T[] }
-  return Array.isArray(result) ? result : result.rows
-}
+const rows = <T>(query: SQL) => selectRows<T>(database.db, query)
 const idList = (ids: number[]) => sql.join(ids.map((id) => sql`${id}`), sql`, `)
 
 /** Every match of a search, page by page (100 a page), checking that meta adds up. */
@@ -64,8 +57,7 @@ async function storedCards(ids: number[]): Promise<Map<number, StoredCard>> {
     from cards c join sets s on s.id = c.set_id join games g on g.id = c.game_id
     left join lateral (
       select cp.printing, cp.market_price from card_prices cp where cp.card_id = c.id
-      order by case when cp.printing = 'Normal' then 0 else 1 end,
-        array_position(case g.kind ${sql.raw(Object.entries(PRINTINGS_BY_KIND).map(([kind, names]) => `when '${kind}' then array[${names.map((n) => `'${n}'`).join(',')}]`).join(' '))} end, cp.printing)
+      order by ${PRIMARY_PRINTING_FIRST}
       limit 1) p on true
     where c.id in (${idList(ids)})`)
   return new Map(found.map((card) => [card.id, card]))
