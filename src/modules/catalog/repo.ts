@@ -1,5 +1,6 @@
 import { and, asc, count, desc, eq, getTableColumns, type SQL, sql } from 'drizzle-orm'
-import type { Executor } from '../../db/client'
+import type { Database, Executor } from '../../db/client'
+import { preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, games, sets } from '../../db/schema'
 import { PRINTINGS_BY_KIND } from '../ingest/source'
 import type { SetCardSort } from './model'
@@ -207,14 +208,18 @@ export async function findSetPriceRows(db: Executor, setId: number, type: string
 }
 
 /** A card with its set's and game's names. */
-export async function findCard(db: Executor, id: number) {
-  const [row] = await db
+const cardById = preparedQuery((db) =>
+  db
     .select({ ...getTableColumns(cards), setName: sets.name, gameName: games.name })
     .from(cards)
     .innerJoin(sets, eq(sets.id, cards.setId))
     .innerJoin(games, eq(games.id, cards.gameId))
-    .where(eq(cards.id, id))
+    .where(eq(cards.id, sql.placeholder('id')))
     .limit(1)
+    .prepare('card_by_id'),
+)
+export async function findCard(db: Database, id: number) {
+  const [row] = await cardById(db).execute({ id })
   return row
 }
 

@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
-import type { Executor } from '../../db/client'
+import type { Database, Executor } from '../../db/client'
 import { cardPrices, cards, games, priceHistory, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
@@ -229,6 +229,20 @@ export async function finishGameSync(db: Executor, gameId: number, now: Date): P
       card_count = (select count(*) from ${cards} where game_id = ${gameId}),
       last_synced_at = ${at}::timestamptz
     where id = ${gameId}`)
+}
+
+/**
+ * After a sync, outside its transactions: fresh planner statistics for the tables it rewrote, and
+ * the cards' GIN indexes (names, full text and trigrams) merged with their pending lists. Without
+ * it the planner costs search and price joins from stale or missing statistics, and until the next
+ * autovacuum (which some servers run rarely or never) every name search also scans the unsorted
+ * pending list: on the medium catalog right after seeding, one search took 165 ms instead of 7 ms.
+ * `price_history` is only analysed: it is appended to, and vacuuming millions of rows daily buys
+ * its range scans nothing.
+ */
+export async function refreshStatistics(db: Database): Promise<void> {
+  await db.execute(sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}`)
+  await db.execute(sql`analyze ${priceHistory}`)
 }
 
 /** Serialises syncs of one game across every node: the lock lives until the transaction ends. */

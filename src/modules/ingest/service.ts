@@ -90,6 +90,7 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
     }
     options.onProgress?.({ game: game.slug, done: results.length, total: selected.length })
   }
+  if (results.some((result) => result.status === 'succeeded')) await repo.refreshStatistics(deps.db)
   return { date, games: results, failed: results.filter((r) => r.status === 'failed').length }
 }
 

@@ -1,6 +1,7 @@
 import { and, asc, count, desc, eq, exists, gte, lte, notExists, type SQL, sql } from 'drizzle-orm'
 import { alias } from 'drizzle-orm/pg-core'
-import type { Executor } from '../../db/client'
+import type { Database, Executor } from '../../db/client'
+import { preparedQueries } from '../../db/prepared'
 import { cardPrices, cards, games, sets } from '../../db/schema'
 import type { Page } from '../../shared/model'
 import { cardWithPriceColumns, primaryPrice } from '../catalog/repo'
@@ -33,8 +34,54 @@ export function prefixTsQuery(text: string): string {
     .join(' & ')
 }
 
+/** What changes the SQL of a search: which filters are given, the order, and one word or several. */
+interface SearchShape {
+  game: boolean
+  type: boolean
+  setId: boolean
+  rarity: boolean
+  printing: boolean
+  minPrice: boolean
+  maxPrice: boolean
+  sort: SearchSort
+  severalWords: boolean
+}
+
+function shapeOf(filter: SearchFilter): SearchShape {
+  return {
+    game: filter.game !== undefined,
+    type: filter.type !== undefined,
+    setId: filter.setId !== undefined,
+    rarity: filter.rarity !== undefined,
+    printing: filter.printing !== undefined,
+    minPrice: filter.minPrice !== undefined,
+    maxPrice: filter.maxPrice !== undefined,
+    sort: filter.sort,
+    severalWords: filter.text.includes(' '),
+  }
+}
+const shapeKey = (shape: SearchShape) => Object.values(shape).join(',')
+
+/** The values of a search's placeholders. */
+function valuesOf(filter: SearchFilter, page?: Page) {
+  return {
+    text: filter.text,
+    tsquery: prefixTsQuery(filter.text),
+    game: filter.game,
+    type: filter.type,
+    setId: filter.setId,
+    rarity: filter.rarity,
+    printing: filter.printing,
+    minPrice: filter.minPrice,
+    maxPrice: filter.maxPrice,
+    limit: page?.perPage,
+    offset: page && (page.page - 1) * page.perPage,
+  }
+}
+const text = sql.placeholder('text')
+
 /** Full-text match: every word of q is a prefix of a word of the name (index: cards_clean_name_fts_idx). */
-const wordMatch = (text: string) => sql`${tsvector} @@ to_tsquery('simple', ${prefixTsQuery(text)})`
+const wordMatch = sql`${tsvector} @@ to_tsquery('simple', ${sql.placeholder('tsquery')})`
 
 /**
  * Trigram match (index: cards_clean_name_trgm_idx), for misspellings, with the similarity that
@@ -44,32 +91,31 @@ const wordMatch = (text: string) => sql`${tsvector} @@ to_tsquery('simple', ${pr
  * (`<<%`, strict_word_similarity_threshold 0.5: "pokemon trainr" → "pokemon trainer zoe"), as
  * whole-name similarity would let "silevreye stalker" match every other stalker (646 cards of 40,000).
  */
-function fuzzyMatch(text: string) {
-  if (text.includes(' ')) return { where: sql`${text} <<% ${cards.cleanName}`, score: sql`strict_word_similarity(${text}, ${cards.cleanName})` }
+function fuzzyMatch(severalWords: boolean) {
+  if (severalWords) return { where: sql`${text} <<% ${cards.cleanName}`, score: sql`strict_word_similarity(${text}, ${cards.cleanName})` }
   return { where: sql`(${cards.cleanName} % ${text} or ${text} <% ${cards.cleanName})`, score: sql`word_similarity(${text}, ${cards.cleanName})` }
 }
 
 /** Prices are needed for every match (not only the page's) when they filter or order. */
-const needsPrices = (filter: SearchFilter) =>
-  filter.minPrice !== undefined || filter.maxPrice !== undefined || filter.sort === 'price_asc' || filter.sort === 'price_desc'
+const needsPrices = (shape: SearchShape) => shape.minPrice || shape.maxPrice || shape.sort === 'price_asc' || shape.sort === 'price_desc'
 
 /** Every filter but q, as one condition (undefined: none). */
-function filterConditions(db: Executor, filter: SearchFilter, primary: ReturnType<typeof primaryPrice>) {
+function filterConditions(db: Executor, shape: SearchShape, primary: ReturnType<typeof primaryPrice>) {
   return and(
-    filter.game === undefined ? undefined : eq(games.slug, filter.game),
-    filter.type === undefined ? undefined : eq(cards.productType, filter.type),
-    filter.setId === undefined ? undefined : eq(cards.setId, filter.setId),
-    filter.rarity === undefined ? undefined : eq(cards.rarity, filter.rarity),
-    filter.printing === undefined
-      ? undefined
-      : exists(
+    shape.game ? eq(games.slug, sql.placeholder('game')) : undefined,
+    shape.type ? eq(cards.productType, sql.placeholder('type')) : undefined,
+    shape.setId ? eq(cards.setId, sql.placeholder('setId')) : undefined,
+    shape.rarity ? eq(cards.rarity, sql.placeholder('rarity')) : undefined,
+    shape.printing
+      ? exists(
           db
             .select({ one: sql`1` })
             .from(cardPrices)
-            .where(and(eq(cardPrices.cardId, cards.id), eq(cardPrices.printing, filter.printing))),
-        ),
-    filter.minPrice === undefined ? undefined : gte(primary.marketPrice, filter.minPrice),
-    filter.maxPrice === undefined ? undefined : lte(primary.marketPrice, filter.maxPrice),
+            .where(and(eq(cardPrices.cardId, cards.id), eq(cardPrices.printing, sql.placeholder('printing')))),
+        )
+      : undefined,
+    shape.minPrice ? gte(primary.marketPrice, sql.placeholder('minPrice')) : undefined,
+    shape.maxPrice ? lte(primary.marketPrice, sql.placeholder('maxPrice')) : undefined,
   )
 }
 
@@ -80,15 +126,14 @@ function filterConditions(db: Executor, filter: SearchFilter, primary: ReturnTyp
  * the same filters): a one-time filter on the second branch, so a search that finds its words
  * never pays for the trigram scan, which reads far more candidates than it keeps.
  */
-function matchingCards(db: Executor, filter: SearchFilter) {
-  const text = filter.text
+function matchingCards(db: Executor, shape: SearchShape) {
   const branch = (rank: { tier: SQL; score: SQL; score2: SQL }, match: SQL, gate?: SQL) => {
     const primary = primaryPrice(db)
     let query = db
       .select({
         id: sql<number>`${cards.id}`.as('card_id'),
         name: sql<string>`${cards.name}`.as('card_name'),
-        marketPrice: (needsPrices(filter) ? sql<number | null>`${primary.marketPrice}` : sql<number | null>`null::double precision`).as('card_market_price'),
+        marketPrice: (needsPrices(shape) ? sql<number | null>`${primary.marketPrice}` : sql<number | null>`null::double precision`).as('card_market_price'),
         tier: rank.tier.mapWith(Number).as('tier'),
         score: rank.score.mapWith(Number).as('score'),
         score2: rank.score2.mapWith(Number).as('score2'),
@@ -96,9 +141,9 @@ function matchingCards(db: Executor, filter: SearchFilter) {
       .from(cards)
       .$dynamic()
     // The primary price's subquery reads the game's kind.
-    if (filter.game !== undefined || needsPrices(filter)) query = query.innerJoin(games, eq(games.id, cards.gameId))
-    if (needsPrices(filter)) query = query.leftJoinLateral(primary, sql`true`)
-    return query.where(and(match, filterConditions(db, filter, primary), gate))
+    if (shape.game || needsPrices(shape)) query = query.innerJoin(games, eq(games.id, cards.gameId))
+    if (needsPrices(shape)) query = query.leftJoinLateral(primary, sql`true`)
+    return query.where(and(match, filterConditions(db, shape, primary), gate))
   }
   const similarity = sql`similarity(${cards.cleanName}, ${text})`
   // Word matches: the closer the whole name, the better (shorter names first).
@@ -108,24 +153,23 @@ function matchingCards(db: Executor, filter: SearchFilter) {
       score: similarity,
       score2: sql`0::real`,
     },
-    wordMatch(text),
+    wordMatch,
   )
   // Fuzzy matches: the best-matching stretch of the name first, then the closer whole name.
-  const noWordMatch = notExists(branch({ tier: sql`0`, score: sql`0::real`, score2: sql`0::real` }, wordMatch(text)))
-  const fuzzy = fuzzyMatch(text)
+  const noWordMatch = notExists(branch({ tier: sql`0`, score: sql`0::real`, score2: sql`0::real` }, wordMatch))
+  const fuzzy = fuzzyMatch(shape.severalWords)
   const similar = branch({ tier: sql`3`, score: fuzzy.score, score2: similarity }, fuzzy.where, noWordMatch)
   return byWords.unionAll(similar).as('matches')
 }
 
 /**
- * One page of matching cards as card-with-price rows, with the number of matches, in one
- * statement: the matches are ordered and counted by window functions and the page's ids kept;
- * names and the primary price are then read for those rows only. Every order ends with the card
- * id, so pages never repeat or skip a card. `total` is undefined when the page is empty (no
- * match, or past the end).
+ * One page of matching cards as card-with-price rows, with the number of matches: the matches are
+ * ordered and counted by window functions and the page's ids kept; names and the primary price
+ * are then read for those rows only. Every order ends with the card id, so pages never repeat or
+ * skip a card.
  */
-export async function findSearchPage(db: Executor, filter: SearchFilter, page: Page) {
-  const matches = matchingCards(db, filter)
+const searchPage = preparedQueries((db, shape: SearchShape) => {
+  const matches = matchingCards(db, shape)
   const orderBy: Record<SearchSort, SQL[]> = {
     relevance: [asc(matches.tier), desc(matches.score), desc(matches.score2)],
     price_asc: [sql`${matches.marketPrice} asc nulls last`],
@@ -135,17 +179,17 @@ export async function findSearchPage(db: Executor, filter: SearchFilter, page: P
   const ranked = db
     .select({
       id: matches.id,
-      position: sql<number>`row_number() over (order by ${sql.join([...orderBy[filter.sort], asc(matches.id)], sql`, `)})`.as('position'),
+      position: sql<number>`row_number() over (order by ${sql.join([...orderBy[shape.sort], asc(matches.id)], sql`, `)})`.as('position'),
       total: sql<number>`(count(*) over ())::int`.as('total'),
     })
     .from(matches)
     .orderBy(sql`"position"`)
-    .limit(page.perPage)
-    .offset((page.page - 1) * page.perPage)
+    .limit(sql.placeholder('limit'))
+    .offset(sql.placeholder('offset'))
     .as('ranked')
 
   const primary = primaryPrice(db)
-  const rows = await db
+  return db
     .select({ ...cardWithPriceColumns(primary), total: ranked.total })
     .from(ranked)
     .innerJoin(cards, eq(cards.id, ranked.id))
@@ -153,29 +197,40 @@ export async function findSearchPage(db: Executor, filter: SearchFilter, page: P
     .innerJoin(games, eq(games.id, cards.gameId))
     .leftJoinLateral(primary, sql`true`)
     .orderBy(asc(ranked.position))
+    .prepare('search_page')
+}, shapeKey)
+
+/** One statement, prepared per shape. `total` is undefined when the page is empty (no match, or past the end). */
+export async function findSearchPage(db: Database, filter: SearchFilter, page: Page) {
+  const rows = await searchPage(db, shapeOf(filter)).execute(valuesOf(filter, page))
   return { rows, total: rows[0]?.total }
 }
 
 const knownGames = alias(games, 'known_games')
 const knownSets = alias(sets, 'known_sets')
 
+const searchCount = preparedQueries(
+  (db, shape: SearchShape) =>
+    db
+      .select({
+        total: count(),
+        gameKnown: shape.game
+          ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownGames).where(eq(knownGames.slug, sql.placeholder('game')))})`
+          : sql<boolean>`true`,
+        setKnown: shape.setId
+          ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, sql.placeholder('setId')))})`
+          : sql<boolean>`true`,
+      })
+      .from(matchingCards(db, shape))
+      .prepare('search_count'),
+  shapeKey,
+)
+
 /**
  * For an empty page: how many cards match, and whether the game and set filters name existing
  * ones (an aggregate answers one row even when nothing matches), in one statement.
  */
-export async function countSearch(db: Executor, filter: SearchFilter) {
-  const [row] = await db
-    .select({
-      total: count(),
-      gameKnown:
-        filter.game === undefined
-          ? sql<boolean>`true`
-          : sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownGames).where(eq(knownGames.slug, filter.game))})`,
-      setKnown:
-        filter.setId === undefined
-          ? sql<boolean>`true`
-          : sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, filter.setId))})`,
-    })
-    .from(matchingCards(db, filter))
+export async function countSearch(db: Database, filter: SearchFilter) {
+  const [row] = await searchCount(db, shapeOf(filter)).execute(valuesOf(filter))
   return { total: row?.total ?? 0, gameKnown: row?.gameKnown ?? false, setKnown: row?.setKnown ?? false }
 }
