@@ -84,3 +84,16 @@ export const cards = pgTable(
     index('cards_clean_name_trgm_idx').using('gin', sql`${table.cleanName} gin_trgm_ops`),
   ],
 )
+
+/**
+ * Every distinct word of the cards' clean names, with a trigram index: misspelt search words are
+ * corrected against this short list, then cards are found by their words (DESIGN decision 11).
+ * Syncs add the words of the cards they write; a word no card has any more only yields a
+ * correction that matches nothing.
+ */
+export const searchWords = pgTable(
+  'search_words',
+  { word: text('word').primaryKey() },
+  (table) => [index('search_words_trgm_idx').using('gin', sql`${table.word} gin_trgm_ops`)],
+)
+

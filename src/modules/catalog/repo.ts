@@ -1,6 +1,6 @@
 import { and, asc, count, desc, eq, getTableColumns, type SQL, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
-import { preparedQuery } from '../../db/prepared'
+import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, games, sets } from '../../db/schema'
 import { PRINTINGS_BY_KIND } from '../ingest/source'
 import type { SetCardSort } from './model'
@@ -83,8 +83,11 @@ export async function findSetsPage(
   return game && { rows: [], total: game.setCount }
 }
 
-export async function findSet(db: Executor, id: number): Promise<SetDetailRecord | undefined> {
-  const [row] = await db.select(setDetailColumns).from(sets).innerJoin(games, eq(games.id, sets.gameId)).where(eq(sets.id, id)).limit(1)
+const setById = preparedQuery((db) =>
+  db.select(setDetailColumns).from(sets).innerJoin(games, eq(games.id, sets.gameId)).where(eq(sets.id, sql.placeholder('id'))).limit(1).prepare('set_by_id'),
+)
+export async function findSet(db: Database, id: number): Promise<SetDetailRecord | undefined> {
+  const [row] = await setById(db).execute({ id })
   return row
 }
 
@@ -223,14 +226,22 @@ export async function findCard(db: Database, id: number) {
   return row
 }
 
+const cardPriceRows = preparedQueries(
+  (db, by: 'id' | 'marketplaceId') =>
+    db
+      .select({ ...priceColumns, card: { id: cards.id, name: cards.name, foilOnly: cards.foilOnly } })
+      .from(cards)
+      .innerJoin(games, eq(games.id, cards.gameId))
+      .leftJoin(cardPrices, eq(cardPrices.cardId, cards.id))
+      .where(eq(by === 'id' ? cards.id : cards.marketplaceId, sql.placeholder('value')))
+      .orderBy(sql`${printingRank} nulls last`, asc(cardPrices.printing))
+      .prepare('card_price_rows'),
+  (by) => by,
+)
+
 /** A card's price rows, primary printing first, in one statement; `card` is undefined when it does not exist. */
-export async function findCardPrices(db: Executor, where: { id: number } | { marketplaceId: number }) {
-  const rows = await db
-    .select({ ...priceColumns, card: { id: cards.id, name: cards.name, foilOnly: cards.foilOnly } })
-    .from(cards)
-    .innerJoin(games, eq(games.id, cards.gameId))
-    .leftJoin(cardPrices, eq(cardPrices.cardId, cards.id))
-    .where('id' in where ? eq(cards.id, where.id) : eq(cards.marketplaceId, where.marketplaceId))
-    .orderBy(sql`${printingRank} nulls last`, asc(cardPrices.printing))
+export async function findCardPrices(db: Database, where: { id: number } | { marketplaceId: number }) {
+  const [by, value] = 'id' in where ? (['id', where.id] as const) : (['marketplaceId', where.marketplaceId] as const)
+  const rows = await cardPriceRows(db, by).execute({ value })
   return { card: rows[0]?.card, prices: rows.filter((row) => row.printing !== null) }
 }

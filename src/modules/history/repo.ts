@@ -1,5 +1,6 @@
-import { and, asc, eq, gte, lte, type SQL, sql } from 'drizzle-orm'
-import type { Executor } from '../../db/client'
+import { and, asc, eq, gte, lte, sql } from 'drizzle-orm'
+import type { Database } from '../../db/client'
+import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, priceHistory } from '../../db/schema'
 
 export interface CardPrintings {
@@ -12,8 +13,8 @@ export interface CardPrintings {
  * The card and its printings in one statement (primary-key lookups on cards and card_prices);
  * undefined when no card has the id.
  */
-export async function findCardPrintings(db: Executor, cardId: number): Promise<CardPrintings | undefined> {
-  const [row] = await db
+const cardPrintings = preparedQuery((db) =>
+  db
     .select({
       id: cards.id,
       printings: sql<string[]>`coalesce((
@@ -22,7 +23,11 @@ export async function findCardPrintings(db: Executor, cardId: number): Promise<C
       ), '{}')`,
     })
     .from(cards)
-    .where(eq(cards.id, cardId))
+    .where(eq(cards.id, sql.placeholder('cardId')))
+    .prepare('card_printings'),
+)
+export async function findCardPrintings(db: Database, cardId: number): Promise<CardPrintings | undefined> {
+  const [row] = await cardPrintings(db).execute({ cardId })
   return row
 }
 
@@ -37,21 +42,36 @@ export interface HistoryFilter {
 
 export type HistoryRecord = typeof priceHistory.$inferSelect
 
+/** Which bounds a history query has: what changes its SQL. */
+const historyShape = (filter: HistoryFilter) => ({
+  printing: filter.printing !== undefined,
+  from: filter.from !== undefined,
+  to: filter.to !== undefined,
+})
+
+const historyRows = preparedQueries(
+  (db, shape: ReturnType<typeof historyShape>) =>
+    db
+      .select()
+      .from(priceHistory)
+      .where(
+        and(
+          eq(priceHistory.cardId, sql.placeholder('cardId')),
+          shape.printing ? eq(priceHistory.printing, sql.placeholder('printing')) : undefined,
+          shape.from ? gte(priceHistory.date, sql.placeholder('from')) : undefined,
+          shape.to ? lte(priceHistory.date, sql.placeholder('to')) : undefined,
+        ),
+      )
+      .orderBy(asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
+      .prepare('history_rows'),
+  (shape) => Object.values(shape).join(','),
+)
+
 /**
  * The card's history points, oldest first, then by printing (byte order, so the order does not
  * depend on the database's collation). One statement on the primary key (card_id, printing, date):
  * a range scan of the card's rows, narrowed to one printing's date range when a printing is given.
  */
-export async function findHistory(db: Executor, filter: HistoryFilter): Promise<HistoryRecord[]> {
-  const conditions: (SQL | undefined)[] = [
-    eq(priceHistory.cardId, filter.cardId),
-    filter.printing === undefined ? undefined : eq(priceHistory.printing, filter.printing),
-    filter.from === undefined ? undefined : gte(priceHistory.date, filter.from),
-    filter.to === undefined ? undefined : lte(priceHistory.date, filter.to),
-  ]
-  return db
-    .select()
-    .from(priceHistory)
-    .where(and(...conditions))
-    .orderBy(asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
+export async function findHistory(db: Database, filter: HistoryFilter): Promise<HistoryRecord[]> {
+  return historyRows(db, historyShape(filter)).execute({ ...filter })
 }

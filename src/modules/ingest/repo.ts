@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
 import type { Database, Executor } from '../../db/client'
-import { cardPrices, cards, games, priceHistory, sets, syncRuns } from '../../db/schema'
+import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
 // Every write is batched and idempotent: upserts touch a row only when a value differs, so a
@@ -103,6 +103,19 @@ export async function upsertCards(db: Executor, gameId: number, rows: CardRow[])
     .from(cards)
     .where(eq(cards.gameId, gameId))
   return new Map(ids.map((row) => [row.marketplaceId, row.id]))
+}
+
+/**
+ * Adds the words of the game's card names to the search dictionary (search_words), in word order,
+ * so concurrent syncs of two games take their row locks in the same order and cannot deadlock.
+ */
+export async function addSearchWords(db: Executor, gameId: number): Promise<void> {
+  await db.execute(sql`
+    insert into ${searchWords} (word)
+    select distinct w from ${cards}, unnest(string_to_array(${cards.cleanName}, ' ')) as w
+    where ${cards.gameId} = ${gameId} and w <> ''
+    order by w
+    on conflict do nothing`)
 }
 
 /** Current market state of every printing of the game's cards. */
@@ -241,7 +254,7 @@ export async function finishGameSync(db: Executor, gameId: number, now: Date): P
  * its range scans nothing.
  */
 export async function refreshStatistics(db: Database): Promise<void> {
-  await db.execute(sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}`)
+  await db.execute(sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}, ${searchWords}`)
   await db.execute(sql`analyze ${priceHistory}`)
 }
 

@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'bun:test'
 import { and, asc, count, eq, inArray, sql } from 'drizzle-orm'
-import { freshDatabase, testClock, testLogger, tinySource } from '../../../test/helpers/db'
+import { freshDatabase, selectRows, testClock, testLogger, tinySource } from '../../../test/helpers/db'
 import { TEST_NOW } from '../../../test/helpers/env'
 import type { Database } from '../../db/client'
-import { cardPrices, cards, games, priceHistory, sets, syncRuns } from '../../db/schema'
+import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { addDays, utcDate } from '../../shared/clock'
 import { DEFAULT_BACKFILL, percentChange } from './normalize'
 import { syncGames } from './service'
@@ -158,6 +158,21 @@ describe('seeding the demo catalog', async () => {
     const runs = await db.select().from(syncRuns)
     expect(runs).toHaveLength(57)
     expect(runs.every((r) => r.status === 'succeeded' && r.finishedAt !== null)).toBe(true)
+  })
+
+  test('every word of every clean name is in the search dictionary, once', async () => {
+    const names = await db.select({ cleanName: cards.cleanName }).from(cards)
+    const expected = new Set(names.flatMap((row) => row.cleanName.split(' ')).filter((word) => word !== ''))
+    const words = (await db.select().from(searchWords)).map((row) => row.word)
+    expect(words.length).toBe(expected.size)
+    expect(new Set(words)).toEqual(expected)
+  })
+
+  test('the planner has statistics for every table the sync wrote (no autovacuum needed)', async () => {
+    const analysed = await selectRows<{ table: string }>(db, sql`
+      select distinct tablename as table from pg_stats
+      where schemaname = 'public' and tablename in ('games', 'sets', 'cards', 'card_prices', 'price_history', 'search_words')`)
+    expect(analysed.map((row) => row.table).sort()).toEqual(['card_prices', 'cards', 'games', 'price_history', 'search_words', 'sets'])
   })
 })
 

@@ -137,6 +137,7 @@ async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync):
       products.map((product) => toCardRow(product, { setId: setIds.get(set.groupId)!, gameId }, now)),
     ),
   )
+  await repo.addSearchWords(tx, gameId)
 
   const market = await repo.findMarketStates(tx, gameId)
   let historyRows = 0

@@ -2,7 +2,7 @@ import { and, asc, count, desc, eq, exists, gte, lte, notExists, type SQL, sql }
 import { alias } from 'drizzle-orm/pg-core'
 import type { Database, Executor } from '../../db/client'
 import { preparedQueries } from '../../db/prepared'
-import { cardPrices, cards, games, sets } from '../../db/schema'
+import { cardPrices, cards, games, searchWords, sets } from '../../db/schema'
 import type { Page } from '../../shared/model'
 import { cardWithPriceColumns, primaryPrice } from '../catalog/repo'
 import type { SearchFilter, SearchSort } from './model'
@@ -11,12 +11,12 @@ import type { SearchFilter, SearchSort } from './model'
 // time), and q went through the same function, so case, accents and punctuation never matter.
 //   - By words (full text, index cards_clean_name_fts_idx): every word of q is a prefix of a word
 //     of the name ("pika" → "pikachu", "trainer zoe" → "pokemon trainer zoe").
-//   - Fuzzy (pg_trgm, index cards_clean_name_trgm_idx): when no card matches by words under the
-//     same filters, names similar to q ("charzard" → "charizard").
-// Fuzzy matches are a fallback rather than extra rows because the trigram index is lossy: "charzard"
-// reads ~1,500 candidates of 40,000 cards to keep one, so a search that finds its words never
-// scans for them; and a name found by its words has nothing to gain from names that merely
-// resemble it (0.3 similarity lets "wandering leviathan" match every other leviathan).
+//   - Fuzzy (pg_trgm on the word dictionary search_words, then the same full-text index): when no
+//     card matches by words under the same filters, every word of q may also be a close
+//     misspelling of a word of the name ("charzard" → "charizard").
+// Fuzzy matches are a fallback rather than extra rows: a name found by its words has nothing to
+// gain from names that merely resemble it, and a search that finds its words never pays for the
+// corrections.
 // The text-search configuration is written into the SQL, never bound, so the expression is the
 // index's own; q reaches the database only as bound parameters.
 
@@ -84,17 +84,36 @@ const text = sql.placeholder('text')
 const wordMatch = sql`${tsvector} @@ to_tsquery('simple', ${sql.placeholder('tsquery')})`
 
 /**
- * Trigram match (index: cards_clean_name_trgm_idx), for misspellings, with the similarity that
- * ranks it. One word: the whole name is similar (`%`, pg_trgm.similarity_threshold 0.3: "charzard"
- * → "charizard", "chraizard" too) or a stretch of it is (`<%`, word_similarity_threshold 0.6:
- * "cindrblade" → "cinderblade raider"). Several words: a run of whole words of the name is similar
- * (`<<%`, strict_word_similarity_threshold 0.5: "pokemon trainr" → "pokemon trainer zoe"), as
- * whole-name similarity would let "silevreye stalker" match every other stalker (646 cards of 40,000).
+ * Fuzzy match, for misspellings: every word of q starts a word of the name or is close to one.
+ * Each word's corrections are the dictionary words (search_words, a few hundred to a few thousand
+ * rows, trigram-indexed) at least pg_trgm.similarity_threshold (0.3) similar to it, the 8 closest:
+ * "charzard" → charizard, "sksypire" → skyspire. The cards are then found by their words, like a
+ * word match, through the full-text index. The query `(charzard:* | charizard | chariizard)` is
+ * built in SQL from bound values; dictionary words hold only letters and digits, as q's do.
+ * Comparing word by word keeps "pokemon trainr" from matching every other pokemon card, and costs
+ * a short lookup per word instead of a similarity check of every name sharing a few trigrams with q
+ * (1,500 of 40,000 for "monofang").
  */
-function fuzzyMatch(severalWords: boolean) {
-  if (severalWords) return { where: sql`${text} <<% ${cards.cleanName}`, score: sql`strict_word_similarity(${text}, ${cards.cleanName})` }
-  return { where: sql`(${cards.cleanName} % ${text} or ${text} <% ${cards.cleanName})`, score: sql`word_similarity(${text}, ${cards.cleanName})` }
-}
+const correctedTsQuery = sql`to_tsquery('simple', (
+  select string_agg('(' || q.part || ':*' || coalesce(corrections.words, '') || ')', ' & ')
+  from unnest(string_to_array(${text}, ' ')) as q(part)
+  left join lateral (
+    select string_agg(' | ' || closest.word, '') as words
+    from (
+      select ${searchWords.word} as word from ${searchWords}
+      where ${searchWords.word} % q.part
+      order by similarity(${searchWords.word}, q.part) desc, ${searchWords.word}
+      limit 8
+    ) closest
+  ) corrections on true
+))`
+
+/**
+ * Fuzzy matches rank by how well the closest stretch of the name matches q: word_similarity with
+ * one word, strict_word_similarity (whole words) with several.
+ */
+const fuzzyScore = (severalWords: boolean) =>
+  severalWords ? sql`strict_word_similarity(${text}, ${cards.cleanName})` : sql`word_similarity(${text}, ${cards.cleanName})`
 
 /** Prices are needed for every match (not only the page's) when they filter or order. */
 const needsPrices = (shape: SearchShape) => shape.minPrice || shape.maxPrice || shape.sort === 'price_asc' || shape.sort === 'price_desc'
@@ -120,14 +139,16 @@ function filterConditions(db: Executor, shape: SearchShape, primary: ReturnType<
 }
 
 /**
- * The matching cards that pass the filters, with what the orders need: a word match is tiered
- * 0 (the exact name), 1 (the name starts with q) or 2 (every word of q starts a word of the name);
- * a fuzzy match is tier 3. Fuzzy matches are looked for only when no card matches by words (under
- * the same filters): a one-time filter on the second branch, so a search that finds its words
- * never pays for the trigram scan, which reads far more candidates than it keeps.
+ * The matching cards that pass the filters, with what the orders need. Relevance: a word match is
+ * tiered 0 (the exact name), 1 (the name starts with q) or 2 (every word of q starts a word of the
+ * name), a fuzzy match 3 and ranked within it by its word similarity to q; then shorter names
+ * first (the less a name adds to q, the closer it is), then the id. Length rather than trigram
+ * similarity orders the word matches because a prefix such as "holl" matches 1,500 of 40,000 cards,
+ * and scoring each by similarity() tripled the statement's time. Fuzzy matches are looked for only
+ * when no card matches by words (under the same filters): a one-time filter on the second branch.
  */
 function matchingCards(db: Executor, shape: SearchShape) {
-  const branch = (rank: { tier: SQL; score: SQL; score2: SQL }, match: SQL, gate?: SQL) => {
+  const branch = (rank: { tier: SQL; score: SQL }, match: SQL, gate?: SQL) => {
     const primary = primaryPrice(db)
     let query = db
       .select({
@@ -136,7 +157,7 @@ function matchingCards(db: Executor, shape: SearchShape) {
         marketPrice: (needsPrices(shape) ? sql<number | null>`${primary.marketPrice}` : sql<number | null>`null::double precision`).as('card_market_price'),
         tier: rank.tier.mapWith(Number).as('tier'),
         score: rank.score.mapWith(Number).as('score'),
-        score2: rank.score2.mapWith(Number).as('score2'),
+        length: sql<number>`length(${cards.cleanName})`.as('name_length'),
       })
       .from(cards)
       .$dynamic()
@@ -145,20 +166,15 @@ function matchingCards(db: Executor, shape: SearchShape) {
     if (needsPrices(shape)) query = query.leftJoinLateral(primary, sql`true`)
     return query.where(and(match, filterConditions(db, shape, primary), gate))
   }
-  const similarity = sql`similarity(${cards.cleanName}, ${text})`
-  // Word matches: the closer the whole name, the better (shorter names first).
   const byWords = branch(
     {
       tier: sql`case when ${cards.cleanName} = ${text} then 0 when starts_with(${cards.cleanName}, ${text}) then 1 else 2 end`,
-      score: similarity,
-      score2: sql`0::real`,
+      score: sql`0::real`,
     },
     wordMatch,
   )
-  // Fuzzy matches: the best-matching stretch of the name first, then the closer whole name.
-  const noWordMatch = notExists(branch({ tier: sql`0`, score: sql`0::real`, score2: sql`0::real` }, wordMatch))
-  const fuzzy = fuzzyMatch(shape.severalWords)
-  const similar = branch({ tier: sql`3`, score: fuzzy.score, score2: similarity }, fuzzy.where, noWordMatch)
+  const noWordMatch = notExists(branch({ tier: sql`0`, score: sql`0::real` }, wordMatch))
+  const similar = branch({ tier: sql`3`, score: fuzzyScore(shape.severalWords) }, sql`${tsvector} @@ ${correctedTsQuery}`, noWordMatch)
   return byWords.unionAll(similar).as('matches')
 }
 
@@ -171,7 +187,7 @@ function matchingCards(db: Executor, shape: SearchShape) {
 const searchPage = preparedQueries((db, shape: SearchShape) => {
   const matches = matchingCards(db, shape)
   const orderBy: Record<SearchSort, SQL[]> = {
-    relevance: [asc(matches.tier), desc(matches.score), desc(matches.score2)],
+    relevance: [asc(matches.tier), desc(matches.score), asc(matches.length)],
     price_asc: [sql`${matches.marketPrice} asc nulls last`],
     price_desc: [sql`${matches.marketPrice} desc nulls last`],
     name: [asc(matches.name)],
@@ -210,10 +226,10 @@ const knownGames = alias(games, 'known_games')
 const knownSets = alias(sets, 'known_sets')
 
 const searchCount = preparedQueries(
-  (db, shape: SearchShape) =>
+  (db, { shape, countMatches }: { shape: SearchShape; countMatches: boolean }) =>
     db
       .select({
-        total: count(),
+        total: countMatches ? count() : sql<number>`0`,
         gameKnown: shape.game
           ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownGames).where(eq(knownGames.slug, sql.placeholder('game')))})`
           : sql<boolean>`true`,
@@ -221,16 +237,20 @@ const searchCount = preparedQueries(
           ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, sql.placeholder('setId')))})`
           : sql<boolean>`true`,
       })
-      .from(matchingCards(db, shape))
+      .from(countMatches ? matchingCards(db, shape) : sql`(select) as one_row`)
       .prepare('search_count'),
-  shapeKey,
+  ({ shape, countMatches }) => `${shapeKey(shape)},${countMatches}`,
 )
 
 /**
  * For an empty page: how many cards match, and whether the game and set filters name existing
- * ones (an aggregate answers one row even when nothing matches), in one statement.
+ * ones (an aggregate answers one row even when nothing matches), in one statement. An empty first
+ * page already says that nothing matches, so the matches are counted only past it.
  */
-export async function countSearch(db: Database, filter: SearchFilter) {
-  const [row] = await searchCount(db, shapeOf(filter)).execute(valuesOf(filter))
+export async function countSearch(db: Database, filter: SearchFilter, page: Page) {
+  const shape = shapeOf(filter)
+  const countMatches = page.page > 1
+  if (!countMatches && !shape.game && !shape.setId) return { total: 0, gameKnown: true, setKnown: true }
+  const [row] = await searchCount(db, { shape, countMatches }).execute(valuesOf(filter))
   return { total: row?.total ?? 0, gameKnown: row?.gameKnown ?? false, setKnown: row?.setKnown ?? false }
 }

@@ -4,6 +4,7 @@ import { accountWithKey } from '../../../test/helpers/auth'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
 import { startServer } from '../../../test/helpers/server'
 import { cleanName } from '../../shared/text'
+import { addSearchWords } from '../ingest/repo'
 
 const database = await freshDatabase('seeded')
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
@@ -112,6 +113,8 @@ const addCard = async (copyOf: number, name: string) => {
     select set_id, game_id, (select max(marketplace_id) + 1 from cards), ${name}, ${cleanName(name)}, number, rarity, image_url,
       marketplace_url, product_type, foil_only, total_listings, shipping_category_id, product_status_id, hp, custom_attributes, updated_at
     from cards where id = ${copyOf} returning id`)
+  // As a sync does: the new name's words join the dictionary misspellings are corrected against.
+  await addSearchWords(database.db, (await rows<{ game_id: number }>(sql`select game_id from cards where id = ${added!.id}`))[0]!.game_id)
   return added!.id
 }
 const [elsewhere] = await rows<{ id: number; slug: string }>(sql`
@@ -229,7 +232,7 @@ describe('GET /v1/search: matching', () => {
     expect(body.data.map((c: any) => c.id)).toEqual([famous!.id, starred, dark])
   })
 
-  test('relevance: exact, name prefix, word match, fuzzy; then by similarity, then id', async () => {
+  test('relevance: exact, name prefix, word match, fuzzy (by word similarity); then shorter names, then id', async () => {
     const word = common!.word
     const [first] = twoWords!.clean_name.split(' ') as [string]
     const misspelt = (w: string) => w.slice(0, 3) + w.slice(2) // a doubled letter: "golem" → "gollem"
@@ -242,21 +245,21 @@ describe('GET /v1/search: matching', () => {
       expect({ q, mixed: tiers.includes(3) && tiers.some((t) => t < 3) }).toEqual({ q, mixed: false })
       const scores = new Map(
         (
-          await rows<{ id: number; s: number; ws: number; sws: number }>(sql`
-            select id, similarity(clean_name, ${q}) as s, word_similarity(${q}, clean_name) as ws,
-              strict_word_similarity(${q}, clean_name) as sws
+          await rows<{ id: number; ws: number; sws: number }>(sql`
+            select id, word_similarity(${q}, clean_name) as ws, strict_word_similarity(${q}, clean_name) as sws
             from cards where id in (${idList(found.map((c) => c.id))})`)
         ).map((row) => [row.id, row]),
       )
-      // Word matches by similarity; fuzzy ones by (strict, with several words) word similarity, then similarity.
-      const key = (id: number, tier: number) => {
-        const { s, ws, sws } = scores.get(id)!
-        return tier < 3 ? [s, 0] : [q.includes(' ') ? sws : ws, s]
+      // Word matches by name length; fuzzy ones by (strict, with several words) word similarity, then
+      // name length; higher keys first.
+      const key = (card: { id: number; clean_name: string }, tier: number) => {
+        const { ws, sws } = scores.get(card.id)!
+        return [tier < 3 ? 0 : q.includes(' ') ? sws : ws, -card.clean_name.length]
       }
       for (let i = 1; i < found.length; i++) {
         if (tiers[i - 1] !== tiers[i]) continue
         const [a, b] = [found[i - 1], found[i]]
-        const [ka, kb] = [key(a.id, tiers[i]!), key(b.id, tiers[i]!)]
+        const [ka, kb] = [key(a, tiers[i]!), key(b, tiers[i]!)]
         const inOrder = ka[0]! > kb[0]! || (ka[0] === kb[0] && (ka[1]! > kb[1]! || (ka[1] === kb[1] && a.id < b.id)))
         expect({ q, a: a.clean_name, b: b.clean_name, inOrder }).toEqual({ q, a: a.clean_name, b: b.clean_name, inOrder: true })
       }

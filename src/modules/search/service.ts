@@ -42,15 +42,16 @@ export function toSearchFilter(query: SearchQuery): SearchFilter {
 }
 
 /**
- * A page of cards whose names match `q`, as card-with-price rows. One statement; an empty page
- * costs a second, which also tells an unknown game or set (404) from a search without matches.
+ * A page of cards whose names match `q`, as card-with-price rows. One statement; an empty page may
+ * cost a second, which tells an unknown game or set (404) from a search without matches and, past
+ * the last page, counts the matches.
  */
 export async function searchCards(db: Database, query: SearchQuery, page: Page) {
   const filter = toSearchFilter(query)
   const found = await repo.findSearchPage(db, filter, page)
   let total = found.total
   if (total === undefined) {
-    const counted = await repo.countSearch(db, filter)
+    const counted = await repo.countSearch(db, filter, page)
     if (!counted.gameKnown) throw notFound(`Game '${filter.game}'`)
     if (!counted.setKnown) throw notFound(`Set ${filter.setId}`)
     total = counted.total
