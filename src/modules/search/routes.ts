@@ -29,12 +29,14 @@ export function searchRoutes(auth: AuthRuntime) {
         description:
           `\`q\` (${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters once trimmed) is compared with names regardless of case, accents ` +
           'and punctuation. A card matches when every word of q starts a word of its name ("pika" finds Pikachu, "trainer zoe" ' +
-          'finds Pokémon Trainer Zoë); when no card matches that way (under the same filters), names similar to q are returned ' +
-          'instead (trigram similarity), so small misspellings ("charzard") still find the card. Rows are card-with-price rows: ' +
-          "the card and its primary printing's price (Normal when it has one). Filters: `game` (slug), `type`, `set_id`, " +
+          'finds Pokémon Trainer Zoë); when no card matches that way (under the same filters), each word of q may instead be a ' +
+          'close misspelling of a word of the name (trigram similarity to the words of all card names), so "charzard" still ' +
+          "finds Charizard. Rows are card-with-price rows: the card and its primary printing's price (Normal when it has one). " +
+          'Filters: `game` (slug), `type`, `set_id`, ' +
           '`rarity` and `printing` (exact; the card has a price for that printing), `min_price`/`max_price` (inclusive, on the ' +
           'primary market price; cards without one are left out). Relevance order: the exact name, then names starting with q, ' +
-          'then other word matches, each by similarity; fuzzy matches by similarity. Every order ends with the id, so pages ' +
+          'then other word matches, then misspelt matches by word similarity to q; within each, shorter names first. Every ' +
+          'order ends with the id, so pages ' +
           'never repeat or skip a card. An unknown game slug or set id is a 404; min_price above max_price is a 400.',
       },
     })
