@@ -1,6 +1,7 @@
 import { afterAll } from 'bun:test'
 import { type App, type AppDeps, createApp, stopApp } from '../../src/app'
-import { testClock } from './db'
+import { accountWithKey } from './auth'
+import { freshDatabase, testClock, testLogger } from './db'
 
 /** AppDeps where the clock (default: TEST_NOW) and config (default: no Secure cookie) may be left out. */
 export type TestAppDeps = Omit<AppDeps, 'clock' | 'config'> & Partial<Pick<AppDeps, 'clock' | 'config'>>
@@ -28,4 +29,13 @@ export function startServer(deps: TestAppDeps, extend: (app: App) => App = (app)
     return { status: response.status, body: (await response.json()) as any, headers: response.headers }
   }
   return { base, get, json, stop }
+}
+
+/** The seeded demo catalog served over HTTP with the in-process quota store, and a Pro and a Free key. */
+export async function seededCatalogServer() {
+  const database = await freshDatabase('seeded')
+  const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
+  const proKey = (await accountWithKey(database.db, 'pro')).key
+  const freeKey = (await accountWithKey(database.db, 'free')).key
+  return { database, server, proKey, freeKey }
 }

@@ -1,17 +1,9 @@
-import { beforeAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { type SQL, sql } from 'drizzle-orm'
-import { accountWithKey } from '../../../test/helpers/auth'
-import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
-import { startServer } from '../../../test/helpers/server'
+import { PRIMARY_PRINTING_FIRST, selectRows } from '../../../test/helpers/db'
+import { seededCatalogServer } from '../../../test/helpers/server'
 
-const database = await freshDatabase('seeded')
-const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
-let freeKey = ''
-let proKey = ''
-beforeAll(async () => {
-  proKey = (await accountWithKey(database.db, 'pro')).key
-  freeKey = (await accountWithKey(database.db, 'free')).key
-})
+const { database, server, proKey, freeKey } = await seededCatalogServer()
 
 const get = (path: string, key = proKey) => server.json(path, key)
 const rows = <T>(query: SQL) => selectRows<T>(database.db, query)

@@ -236,7 +236,6 @@ const cardPriceRows = preparedQueries(
       .where(eq(by === 'id' ? cards.id : cards.marketplaceId, sql.placeholder('value')))
       .orderBy(sql`${printingRank} nulls last`, asc(cardPrices.printing))
       .prepare('card_price_rows'),
-  (by) => by,
 )
 
 /** A card's price rows, primary printing first, in one statement; `card` is undefined when it does not exist. */

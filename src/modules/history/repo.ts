@@ -64,7 +64,6 @@ const historyRows = preparedQueries(
       )
       .orderBy(asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
       .prepare('history_rows'),
-  (shape) => Object.values(shape).join(','),
 )
 
 /**

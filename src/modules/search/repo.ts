@@ -60,7 +60,6 @@ function shapeOf(filter: SearchFilter): SearchShape {
     severalWords: filter.text.includes(' '),
   }
 }
-const shapeKey = (shape: SearchShape) => Object.values(shape).join(',')
 
 /** The values of a search's placeholders. */
 function valuesOf(filter: SearchFilter, page?: Page) {
@@ -214,7 +213,7 @@ const searchPage = preparedQueries((db, shape: SearchShape) => {
     .leftJoinLateral(primary, sql`true`)
     .orderBy(asc(ranked.position))
     .prepare('search_page')
-}, shapeKey)
+})
 
 /** One statement, prepared per shape. `total` is undefined when the page is empty (no match, or past the end). */
 export async function findSearchPage(db: Database, filter: SearchFilter, page: Page) {
@@ -239,7 +238,6 @@ const searchCount = preparedQueries(
       })
       .from(countMatches ? matchingCards(db, shape) : sql`(select) as one_row`)
       .prepare('search_count'),
-  ({ shape, countMatches }) => `${shapeKey(shape)},${countMatches}`,
 )
 
 /**

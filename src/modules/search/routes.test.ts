@@ -1,19 +1,11 @@
-import { beforeAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { type SQL, sql } from 'drizzle-orm'
-import { accountWithKey } from '../../../test/helpers/auth'
-import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
-import { startServer } from '../../../test/helpers/server'
+import { PRIMARY_PRINTING_FIRST, selectRows } from '../../../test/helpers/db'
+import { seededCatalogServer } from '../../../test/helpers/server'
 import { cleanName } from '../../shared/text'
 import { addSearchWords } from '../ingest/repo'
 
-const database = await freshDatabase('seeded')
-const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
-let proKey = ''
-let freeKey = ''
-beforeAll(async () => {
-  proKey = (await accountWithKey(database.db, 'pro')).key
-  freeKey = (await accountWithKey(database.db, 'free')).key
-})
+const { database, server, proKey, freeKey } = await seededCatalogServer()
 
 const get = (path: string, key: string | null = proKey) => server.json(path, key ?? undefined)
 const search = (params: Record<string, string | number>, key?: string | null) =>
@@ -107,14 +99,14 @@ const [bothTypes] = await rows<{ word: string }>(sql`
 const famousWord = famous!.clean_name
 const middle = Math.floor(famousWord.length / 2)
 const addCard = async (copyOf: number, name: string) => {
-  const [added] = await rows<{ id: number }>(sql`
+  const [added] = await rows<{ id: number; game_id: number }>(sql`
     insert into cards (set_id, game_id, marketplace_id, name, clean_name, number, rarity, image_url, marketplace_url, product_type,
       foil_only, total_listings, shipping_category_id, product_status_id, hp, custom_attributes, updated_at)
     select set_id, game_id, (select max(marketplace_id) + 1 from cards), ${name}, ${cleanName(name)}, number, rarity, image_url,
       marketplace_url, product_type, foil_only, total_listings, shipping_category_id, product_status_id, hp, custom_attributes, updated_at
-    from cards where id = ${copyOf} returning id`)
+    from cards where id = ${copyOf} returning id, game_id`)
   // As a sync does: the new name's words join the dictionary misspellings are corrected against.
-  await addSearchWords(database.db, (await rows<{ game_id: number }>(sql`select game_id from cards where id = ${added!.id}`))[0]!.game_id)
+  await addSearchWords(database.db, added!.game_id)
   return added!.id
 }
 const [elsewhere] = await rows<{ id: number; slug: string }>(sql`
