@@ -58,6 +58,9 @@ const SCENARIOS: { name: string; paths: string[]; connections: number; p99Ms?: n
   { name: 'GET /v1/search', paths: searchPaths, connections: 50 },
 ]
 
+/** `BENCH_ONLY=history` runs only the scenarios whose path ends with it. */
+const ONLY = process.env.BENCH_ONLY
+
 let accountsMade = 0
 async function freshKey(): Promise<string> {
   const account = await createAccount(database.db, { email: `${EMAIL_PREFIX}${++accountsMade}@example.com`, password: 'bench password', tier: 'business' })
@@ -101,7 +104,7 @@ const app = await spawnUntilListening(['src/index.ts'], {
   LOG_LEVEL: 'info', // the 'listening' line is an info log
 })
 try {
-  for (const scenario of SCENARIOS) {
+  for (const scenario of SCENARIOS.filter((s) => !ONLY || s.name.endsWith(ONLY))) {
     console.error(`${scenario.name}: preparing`)
     const key = await freshKey()
     // The yardstick sends one of this scenario's responses, so both move the same bytes.

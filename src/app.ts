@@ -8,6 +8,7 @@ import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
 import { historyRoutes } from './modules/history/routes'
 import { searchRoutes } from './modules/search/routes'
+import { registerFormats } from './shared/formats'
 import { errorHandler } from './shared/http'
 
 export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config: Pick<Deps['config'], 'cookieSecure'> }
@@ -17,6 +18,7 @@ export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config
  * runtime (key cache, quota store, usage batching) lives as long as the app: stop it with `stopApp`.
  */
 export function createApp(deps: AppDeps) {
+  registerFormats()
   const auth = createAuthRuntime(deps)
   const app = new Elysia()
     .use(

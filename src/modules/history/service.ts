@@ -11,17 +11,6 @@ import {
 } from './model'
 import * as repo from './repo'
 
-function toRow(record: repo.HistoryRecord): HistoryRow {
-  return {
-    date: record.date,
-    printing: record.printing,
-    market_price: record.marketPrice,
-    low_price: record.lowPrice,
-    avg_sales_price: record.avgSalesPrice,
-    sales_volume: record.salesVolume,
-  }
-}
-
 export interface HistoryWindow {
   range: HistoryRange
   /** Window length in days, today included; null = no lower bound. */
@@ -63,7 +52,7 @@ export function historyWindow(range: HistoryRange, policy: Pick<TierPolicy, 'his
  * 404 for an unknown card; 400 naming `printing` (and listing the card's printings) when the card
  * has no printing of that name, so a typo is not mistaken for "no history".
  */
-function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, printing: string | undefined) {
+function checkPrinting(card: repo.CardHistory | undefined, cardId: number, printing: string | undefined): asserts card {
   if (!card) throw notFound(`Card ${cardId}`)
   if (printing === undefined || card.printings.includes(printing)) return
   const expected =
@@ -73,11 +62,11 @@ function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, pri
   ])
 }
 
-/** Two statements, run together: the card with its printings, and the rows in the window. */
-async function load(db: Database, filter: repo.HistoryFilter) {
-  const [card, records] = await Promise.all([repo.findCardPrintings(db, filter.cardId), repo.findHistory(db, filter)])
+/** The rows in the filter, after the checks on the card and printing. */
+async function load(db: Database, filter: repo.HistoryFilter): Promise<HistoryRow[]> {
+  const card = await repo.findCardHistory(db, filter)
   checkPrinting(card, filter.cardId, filter.printing)
-  return records.map(toRow)
+  return card.rows
 }
 
 export async function getHistory(
