@@ -145,6 +145,9 @@ function filterConditions(db: Executor, shape: SearchShape, primary: ReturnType<
  * similarity orders the word matches because a prefix such as "holl" matches 1,500 of 40,000 cards,
  * and scoring each by similarity() tripled the statement's time. Fuzzy matches are looked for only
  * when no card matches by words (under the same filters): a one-time filter on the second branch.
+ * The word matches are a WITH query that both branches read, so the full-text match runs once (a
+ * prefix such as "of:*" or "the:*" makes it cost milliseconds); the statement must therefore start
+ * with it: `db.with(wordMatches)`.
  */
 function matchingCards(db: Executor, shape: SearchShape) {
   const branch = (rank: { tier: SQL; score: SQL }, match: SQL, gate?: SQL) => {
@@ -165,16 +168,18 @@ function matchingCards(db: Executor, shape: SearchShape) {
     if (needsPrices(shape)) query = query.leftJoinLateral(primary, sql`true`)
     return query.where(and(match, filterConditions(db, shape, primary), gate))
   }
-  const byWords = branch(
-    {
-      tier: sql`case when ${cards.cleanName} = ${text} then 0 when starts_with(${cards.cleanName}, ${text}) then 1 else 2 end`,
-      score: sql`0::real`,
-    },
-    wordMatch,
+  const wordMatches = db.$with('word_matches').as(
+    branch(
+      {
+        tier: sql`case when ${cards.cleanName} = ${text} then 0 when starts_with(${cards.cleanName}, ${text}) then 1 else 2 end`,
+        score: sql`0::real`,
+      },
+      wordMatch,
+    ),
   )
-  const noWordMatch = notExists(branch({ tier: sql`0`, score: sql`0::real` }, wordMatch))
+  const noWordMatch = notExists(db.select({ one: sql`1` }).from(wordMatches))
   const similar = branch({ tier: sql`3`, score: fuzzyScore(shape.severalWords) }, sql`${tsvector} @@ ${correctedTsQuery}`, noWordMatch)
-  return byWords.unionAll(similar).as('matches')
+  return { wordMatches, matches: db.select().from(wordMatches).unionAll(similar).as('matches') }
 }
 
 /**
@@ -184,7 +189,7 @@ function matchingCards(db: Executor, shape: SearchShape) {
  * skip a card.
  */
 const searchPage = preparedQueries((db, shape: SearchShape) => {
-  const matches = matchingCards(db, shape)
+  const { wordMatches, matches } = matchingCards(db, shape)
   const orderBy: Record<SearchSort, SQL[]> = {
     relevance: [asc(matches.tier), desc(matches.score), asc(matches.length)],
     price_asc: [sql`${matches.marketPrice} asc nulls last`],
@@ -192,6 +197,7 @@ const searchPage = preparedQueries((db, shape: SearchShape) => {
     name: [asc(matches.name)],
   }
   const ranked = db
+    .with(wordMatches)
     .select({
       id: matches.id,
       position: sql<number>`row_number() over (order by ${sql.join([...orderBy[shape.sort], asc(matches.id)], sql`, `)})`.as('position'),
@@ -224,9 +230,9 @@ export async function findSearchPage(db: Database, filter: SearchFilter, page: P
 const knownGames = alias(games, 'known_games')
 const knownSets = alias(sets, 'known_sets')
 
-const searchCount = preparedQueries(
-  (db, { shape, countMatches }: { shape: SearchShape; countMatches: boolean }) =>
-    db
+const searchCount = preparedQueries((db, { shape, countMatches }: { shape: SearchShape; countMatches: boolean }) => {
+  const { wordMatches, matches } = matchingCards(db, shape)
+  return (countMatches ? db.with(wordMatches) : db)
       .select({
         total: countMatches ? count() : sql<number>`0`,
         gameKnown: shape.game
@@ -236,9 +242,9 @@ const searchCount = preparedQueries(
           ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, sql.placeholder('setId')))})`
           : sql<boolean>`true`,
       })
-      .from(countMatches ? matchingCards(db, shape) : sql`(select) as one_row`)
-      .prepare('search_count'),
-)
+      .from(countMatches ? matches : sql`(select) as one_row`)
+      .prepare('search_count')
+})
 
 /**
  * For an empty page: how many cards match, and whether the game and set filters name existing
