@@ -1,8 +1,35 @@
-import { and, eq, gte, lte, sql } from 'drizzle-orm'
+import { and, asc, eq, gte, lte, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
-import { preparedQueries } from '../../db/prepared'
+import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, priceHistory } from '../../db/schema'
-import type { HistoryRow } from './model'
+
+export interface CardPrintings {
+  id: number
+  /** The card's printings (its card_prices rows), in byte order. */
+  printings: string[]
+}
+
+/**
+ * The card and its printings in one statement (primary-key lookups on cards and card_prices);
+ * undefined when no card has the id.
+ */
+const cardPrintings = preparedQuery((db) =>
+  db
+    .select({
+      id: cards.id,
+      printings: sql<string[]>`coalesce((
+        select array_agg(${cardPrices.printing} order by ${cardPrices.printing} collate "C")
+        from ${cardPrices} where ${cardPrices.cardId} = ${cards.id}
+      ), '{}')`,
+    })
+    .from(cards)
+    .where(eq(cards.id, sql.placeholder('cardId')))
+    .prepare('card_printings'),
+)
+export async function findCardPrintings(db: Database, cardId: number): Promise<CardPrintings | undefined> {
+  const [row] = await cardPrintings(db).execute({ cardId })
+  return row
+}
 
 export interface HistoryFilter {
   cardId: number
@@ -13,12 +40,7 @@ export interface HistoryFilter {
   to?: string
 }
 
-export interface CardHistory {
-  /** The card's printings (its card_prices rows), in byte order. */
-  printings: string[]
-  /** The points in the filter, oldest first, then by printing (byte order). */
-  rows: HistoryRow[]
-}
+export type HistoryRecord = typeof priceHistory.$inferSelect
 
 /** Which bounds a history query has: what changes its SQL. */
 const historyShape = (filter: HistoryFilter) => ({
@@ -27,43 +49,28 @@ const historyShape = (filter: HistoryFilter) => ({
   to: filter.to !== undefined,
 })
 
-/** A point as the API's History row, built by Postgres (dates as YYYY-MM-DD, prices as JSON numbers). */
-const historyRowJson = sql`json_build_object(
-  'date', ${priceHistory.date}, 'printing', ${priceHistory.printing},
-  'market_price', ${priceHistory.marketPrice}, 'low_price', ${priceHistory.lowPrice},
-  'avg_sales_price', ${priceHistory.avgSalesPrice}, 'sales_volume', ${priceHistory.salesVolume})`
-
-const cardHistory = preparedQueries((db, shape: ReturnType<typeof historyShape>) => {
-  const inWindow = and(
-    eq(priceHistory.cardId, cards.id),
-    shape.printing ? eq(priceHistory.printing, sql.placeholder('printing')) : undefined,
-    shape.from ? gte(priceHistory.date, sql.placeholder('from')) : undefined,
-    shape.to ? lte(priceHistory.date, sql.placeholder('to')) : undefined,
-  )
-  return db
-    .select({
-      printings: sql<string[]>`coalesce((
-        select array_agg(${cardPrices.printing} order by ${cardPrices.printing} collate "C")
-        from ${cardPrices} where ${cardPrices.cardId} = ${cards.id}
-      ), '{}')`,
-      rows: sql<HistoryRow[]>`coalesce((
-        select json_agg(${historyRowJson} order by ${priceHistory.date}, ${priceHistory.printing} collate "C")
-        from ${priceHistory} where ${inWindow}
-      ), '[]')`,
-    })
-    .from(cards)
-    .where(eq(cards.id, sql.placeholder('cardId')))
-    .prepare('card_history')
-})
+const historyRows = preparedQueries(
+  (db, shape: ReturnType<typeof historyShape>) =>
+    db
+      .select()
+      .from(priceHistory)
+      .where(
+        and(
+          eq(priceHistory.cardId, sql.placeholder('cardId')),
+          shape.printing ? eq(priceHistory.printing, sql.placeholder('printing')) : undefined,
+          shape.from ? gte(priceHistory.date, sql.placeholder('from')) : undefined,
+          shape.to ? lte(priceHistory.date, sql.placeholder('to')) : undefined,
+        ),
+      )
+      .orderBy(asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
+      .prepare('history_rows'),
+)
 
 /**
- * The card's printings and its history points in the filter, in one statement: primary-key
- * lookups on cards and card_prices, and a range scan of price_history's primary key (card_id,
- * printing, date). Postgres returns the points already in the API's shape, as one JSON value: one
- * value for the driver to decode instead of six per point. Byte order for printings, so the order
- * does not depend on the database's collation. Undefined when no card has the id.
+ * The card's history points, oldest first, then by printing (byte order, so the order does not
+ * depend on the database's collation). One statement on the primary key (card_id, printing, date):
+ * a range scan of the card's rows, narrowed to one printing's date range when a printing is given.
  */
-export async function findCardHistory(db: Database, filter: HistoryFilter): Promise<CardHistory | undefined> {
-  const [row] = await cardHistory(db, historyShape(filter)).execute({ ...filter })
-  return row
+export async function findHistory(db: Database, filter: HistoryFilter): Promise<HistoryRecord[]> {
+  return historyRows(db, historyShape(filter)).execute({ ...filter })
 }

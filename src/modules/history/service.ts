@@ -11,6 +11,17 @@ import {
 } from './model'
 import * as repo from './repo'
 
+function toRow(record: repo.HistoryRecord): HistoryRow {
+  return {
+    date: record.date,
+    printing: record.printing,
+    market_price: record.marketPrice,
+    low_price: record.lowPrice,
+    avg_sales_price: record.avgSalesPrice,
+    sales_volume: record.salesVolume,
+  }
+}
+
 export interface HistoryWindow {
   range: HistoryRange
   /** Window length in days, today included; null = no lower bound. */
@@ -52,7 +63,7 @@ export function historyWindow(range: HistoryRange, policy: Pick<TierPolicy, 'his
  * 404 for an unknown card; 400 naming `printing` (and listing the card's printings) when the card
  * has no printing of that name, so a typo is not mistaken for "no history".
  */
-function checkPrinting(card: repo.CardHistory | undefined, cardId: number, printing: string | undefined): asserts card {
+function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, printing: string | undefined) {
   if (!card) throw notFound(`Card ${cardId}`)
   if (printing === undefined || card.printings.includes(printing)) return
   const expected =
@@ -62,11 +73,11 @@ function checkPrinting(card: repo.CardHistory | undefined, cardId: number, print
   ])
 }
 
-/** The rows in the filter, after the checks on the card and printing. */
-async function load(db: Database, filter: repo.HistoryFilter): Promise<HistoryRow[]> {
-  const card = await repo.findCardHistory(db, filter)
+/** Two statements, run together: the card with its printings, and the rows in the window. */
+async function load(db: Database, filter: repo.HistoryFilter) {
+  const [card, records] = await Promise.all([repo.findCardPrintings(db, filter.cardId), repo.findHistory(db, filter)])
   checkPrinting(card, filter.cardId, filter.printing)
-  return card.rows
+  return records.map(toRow)
 }
 
 export async function getHistory(
