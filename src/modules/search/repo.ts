@@ -231,19 +231,17 @@ const knownGames = alias(games, 'known_games')
 const knownSets = alias(sets, 'known_sets')
 
 const searchCount = preparedQueries((db, { shape, countMatches }: { shape: SearchShape; countMatches: boolean }) => {
+  const known = {
+    gameKnown: shape.game
+      ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownGames).where(eq(knownGames.slug, sql.placeholder('game')))})`
+      : sql<boolean>`true`,
+    setKnown: shape.setId
+      ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, sql.placeholder('setId')))})`
+      : sql<boolean>`true`,
+  }
+  if (!countMatches) return db.select({ total: sql<number>`0`, ...known }).from(sql`(select) as one_row`).prepare('search_known')
   const { wordMatches, matches } = matchingCards(db, shape)
-  return (countMatches ? db.with(wordMatches) : db)
-      .select({
-        total: countMatches ? count() : sql<number>`0`,
-        gameKnown: shape.game
-          ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownGames).where(eq(knownGames.slug, sql.placeholder('game')))})`
-          : sql<boolean>`true`,
-        setKnown: shape.setId
-          ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, sql.placeholder('setId')))})`
-          : sql<boolean>`true`,
-      })
-      .from(countMatches ? matches : sql`(select) as one_row`)
-      .prepare('search_count')
+  return db.with(wordMatches).select({ total: count(), ...known }).from(matches).prepare('search_count')
 })
 
 /**
