@@ -193,7 +193,8 @@ describe('sync idempotency', async () => {
     const after = await catalogState(db)
     expect(after.history.length).toBe(before.history.length)
     expect(after).toEqual(before)
-  })
+    // A full backfill of the tiny catalog: 5.3 to 5.7 s on embedded PGlite on a slow 2-core machine.
+  }, 30_000)
 })
 
 describe('the next day', async () => {
