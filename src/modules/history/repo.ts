@@ -2,6 +2,7 @@ import { and, asc, eq, gte, lte, sql } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, priceHistory } from '../../db/schema'
+import type { HistoryRow } from './model'
 
 export interface CardPrintings {
   id: number
@@ -40,8 +41,6 @@ export interface HistoryFilter {
   to?: string
 }
 
-export type HistoryRecord = typeof priceHistory.$inferSelect
-
 /** Which bounds a history query has: what changes its SQL. */
 const historyShape = (filter: HistoryFilter) => ({
   printing: filter.printing !== undefined,
@@ -52,7 +51,15 @@ const historyShape = (filter: HistoryFilter) => ({
 const historyRows = preparedQueries(
   (db, shape: ReturnType<typeof historyShape>) =>
     db
-      .select()
+      // Selected under the API's field names, so the rows go out as the driver returns them.
+      .select({
+        date: priceHistory.date,
+        printing: priceHistory.printing,
+        market_price: priceHistory.marketPrice,
+        low_price: priceHistory.lowPrice,
+        avg_sales_price: priceHistory.avgSalesPrice,
+        sales_volume: priceHistory.salesVolume,
+      })
       .from(priceHistory)
       .where(
         and(
@@ -71,6 +78,6 @@ const historyRows = preparedQueries(
  * depend on the database's collation). One statement on the primary key (card_id, printing, date):
  * a range scan of the card's rows, narrowed to one printing's date range when a printing is given.
  */
-export async function findHistory(db: Database, filter: HistoryFilter): Promise<HistoryRecord[]> {
+export async function findHistory(db: Database, filter: HistoryFilter): Promise<HistoryRow[]> {
   return historyRows(db, historyShape(filter)).execute({ ...filter })
 }

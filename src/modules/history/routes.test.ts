@@ -268,6 +268,28 @@ describe('GET /v1/cards/:id/history', () => {
     expect(named.body.error.details[0]).toEqual({ field: 'printing', message: 'card has no printings' })
   })
 
+  test('a card with printings but no points in the window: 200 and empty, not 404; its printings still checked', async () => {
+    // The newest-numbered card with history, its last 7 days removed (our private database).
+    const [quiet] = await db
+      .select({ id: priceHistory.cardId, printing: min(priceHistory.printing) })
+      .from(priceHistory)
+      .where(sql`${priceHistory.cardId} <> ${cardId}`)
+      .groupBy(priceHistory.cardId)
+      .orderBy(desc(priceHistory.cardId))
+      .limit(1)
+    await db.delete(priceHistory).where(and(eq(priceHistory.cardId, quiet!.id), gte(priceHistory.date, addDays(TODAY, -6))))
+    for (const query of ['', `?printing=${encodeURIComponent(quiet!.printing!)}`]) {
+      const { status, body } = await call(`/v1/cards/${quiet!.id}/history${query}`, keys.free.key)
+      expect(status).toBe(200)
+      expect(body.data).toEqual([])
+      expect(body.meta).toMatchObject({ days: 7, count: 0 })
+    }
+    expect((await call(`/v1/cards/${quiet!.id}/history?range=month`, keys.hobby.key)).body.data.length).toBeGreaterThan(0)
+    const named = await call(`/v1/cards/${quiet!.id}/history?printing=No%20Such`, keys.free.key)
+    expect(named.status).toBe(400)
+    expect(named.body.error.details[0].field).toBe('printing')
+  })
+
   test('an unknown card is 404 NOT_FOUND, with or without a printing, and carries rate_limit', async () => {
     for (const query of ['', '?printing=Normal', '?range=all']) {
       const { status, body } = await call(`/v1/cards/${unknownCardId}/history${query}`, keys.free.key)

@@ -11,17 +11,6 @@ import {
 } from './model'
 import * as repo from './repo'
 
-function toRow(record: repo.HistoryRecord): HistoryRow {
-  return {
-    date: record.date,
-    printing: record.printing,
-    market_price: record.marketPrice,
-    low_price: record.lowPrice,
-    avg_sales_price: record.avgSalesPrice,
-    sales_volume: record.salesVolume,
-  }
-}
-
 export interface HistoryWindow {
   range: HistoryRange
   /** Window length in days, today included; null = no lower bound. */
@@ -73,11 +62,16 @@ function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, pri
   ])
 }
 
-/** Two statements, run together: the card with its printings, and the rows in the window. */
-async function load(db: Database, filter: repo.HistoryFilter) {
-  const [card, records] = await Promise.all([repo.findCardPrintings(db, filter.cardId), repo.findHistory(db, filter)])
-  checkPrinting(card, filter.cardId, filter.printing)
-  return records.map(toRow)
+/**
+ * The rows in the window, in one statement when there are any: a row proves the card exists and,
+ * when one printing was asked for, that the card has it. Only an empty window needs the second
+ * statement (the card and its printings) to tell an unknown card (404) or printing (400) from a
+ * window without points.
+ */
+async function load(db: Database, filter: repo.HistoryFilter): Promise<HistoryRow[]> {
+  const rows = await repo.findHistory(db, filter)
+  if (rows.length === 0) checkPrinting(await repo.findCardPrintings(db, filter.cardId), filter.cardId, filter.printing)
+  return rows
 }
 
 export async function getHistory(
