@@ -7,7 +7,9 @@ import { catalogRoutes } from './modules/catalog/routes'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
 import { historyRoutes } from './modules/history/routes'
+import { pricesRoutes } from './modules/prices/routes'
 import { searchRoutes } from './modules/search/routes'
+import { snapshotStore } from './modules/snapshot/store'
 import { registerFormats } from './shared/formats'
 import { errorHandler } from './shared/http'
 
@@ -15,11 +17,13 @@ export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config
 
 /**
  * Builds the whole HTTP app without listening, so tests can serve it on any port. The auth
- * runtime (key cache, quota store, usage batching) lives as long as the app: stop it with `stopApp`.
+ * runtime (key cache, quota store, usage batching) and the price snapshot live as long as the app:
+ * stop them with `stopApp`.
  */
 export function createApp(deps: AppDeps) {
   registerFormats()
   const auth = createAuthRuntime(deps)
+  const snapshots = snapshotStore(deps)
   const app = new Elysia()
     .use(
       errorHandler(deps.logger, {
@@ -32,11 +36,12 @@ export function createApp(deps: AppDeps) {
       }),
     )
     .use(docsRoutes())
-    .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode }))
+    .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode, snapshot: snapshots.status }))
     .use(catalogRoutes(auth))
     .use(authRoutes(auth))
     .use(historyRoutes(auth))
     .use(searchRoutes(auth))
+    .use(pricesRoutes(auth, snapshots))
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined
@@ -47,13 +52,24 @@ export function createApp(deps: AppDeps) {
     }))
     return [...new Set(routeTable.filter((route) => route.pattern.test(path)).map((route) => route.method))]
   }
-  runtimes.set(app, auth)
+  runtimes.set(app, {
+    ready: async () => void (await snapshots.get()),
+    async close() {
+      snapshots.close()
+      await auth.close()
+    },
+  })
   return app
 }
 
 export type App = ReturnType<typeof createApp>
 
-const runtimes = new WeakMap<object, { close(): Promise<void> }>()
+const runtimes = new WeakMap<object, { ready(): Promise<void>; close(): Promise<void> }>()
+
+/** Resolves once the app can answer everything: its first price snapshot is built. */
+export async function appReady(app: App) {
+  await runtimes.get(app)?.ready()
+}
 
 /** Stops listening, then writes out what the app still holds (usage counters) and closes it. */
 export async function stopApp(app: App) {

@@ -6,6 +6,7 @@ import { createKey } from './modules/auth/keys'
 import { isTier, type Tier, TIERS } from './modules/auth/tiers'
 import { createDeps } from './deps'
 import { seedCatalog, syncCatalog } from './modules/ingest/seed'
+import { publishSnapshotChanged } from './modules/snapshot/store'
 import { isCatalogEmpty, wipeCatalog } from './modules/ingest/service'
 import { createDemoSource, DEMO_SCALES, type DemoScale } from './modules/ingest/sources/demo'
 
@@ -86,10 +87,12 @@ async function main(argv: string[]) {
         return 1
       }
       const summary = await seedCatalog({ ...deps, source })
+      await publishSnapshotChanged(deps.redis, deps.logger)
       return summary.failed > 0 ? 1 : 0
     }
     if (command === 'sync') {
       const summary = await syncCatalog(deps, { gameSlugs: values.game })
+      await publishSnapshotChanged(deps.redis, deps.logger)
       return summary.failed > 0 ? 1 : 0
     }
     if (command === 'account:create') {

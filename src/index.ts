@@ -1,4 +1,4 @@
-import { createApp, stopApp } from './app'
+import { appReady, createApp, stopApp } from './app'
 import { ConfigError, loadConfig } from './config'
 import { createDeps } from './deps'
 import { seedCatalog } from './modules/ingest/seed'
@@ -12,7 +12,9 @@ async function main() {
     deps.logger.info({ scale: config.demoScale }, 'empty catalog: seeding generated demo data (not real market data)')
     await seedCatalog(deps)
   }
-  const app = createApp(deps).listen({ port: config.port, hostname: config.host })
+  const app = createApp(deps)
+  await appReady(app) // the first price snapshot, so the node is ready when it starts listening
+  app.listen({ port: config.port, hostname: config.host })
   deps.logger.info(
     { url: `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}` },
     'listening; API docs at /docs',

@@ -1,5 +1,5 @@
 import { afterAll } from 'bun:test'
-import { type App, type AppDeps, createApp, stopApp } from '../../src/app'
+import { type App, type AppDeps, appReady, createApp, stopApp } from '../../src/app'
 import { accountWithKey } from './auth'
 import { freshDatabase, testClock, testLogger } from './db'
 
@@ -13,6 +13,8 @@ export interface TestServer {
   get(path: string, init?: RequestInit): Promise<Response>
   /** GET with the API key (if any), read as JSON. */
   json(path: string, key?: string): Promise<{ status: number; body: any; headers: Headers }>
+  /** Resolves once the first price snapshot is built (`/ready` then says so). */
+  ready(): Promise<void>
   /** Stops it now (and flushes its counters); otherwise it stops after the file's tests. */
   stop(): Promise<void>
 }
@@ -28,7 +30,7 @@ export function startServer(deps: TestAppDeps, extend: (app: App) => App = (app)
     const response = await get(path, key === undefined ? undefined : { headers: { 'x-api-key': key } })
     return { status: response.status, body: (await response.json()) as any, headers: response.headers }
   }
-  return { base, get, json, stop }
+  return { base, get, json, ready: () => appReady(app), stop }
 }
 
 /** The seeded demo catalog served over HTTP with the in-process quota store, and a Pro and a Free key. */

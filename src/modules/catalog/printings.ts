@@ -1,3 +1,5 @@
+import { type GameKind, PRINTINGS_BY_KIND } from '../ingest/source'
+
 /** Foil-type printings: Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil and their editions. */
 export function isFoilPrinting(printing: string): boolean {
   return /foil/i.test(printing)
@@ -8,3 +10,17 @@ export function foilOnly(printings: readonly string[]): 0 | 1 {
   return printings.length > 0 && printings.every(isFoilPrinting) ? 1 : 0
 }
 
+
+/**
+ * DESIGN decision 3's order of a card's printings, as the SQL `printingRank` orders them: the
+ * spec's order for the game kind (so Normal first wherever it exists), names the kind does not
+ * list after those, by code point.
+ */
+export function printingOrder(kind: string): (a: string, b: string) => number {
+  const names: readonly string[] = PRINTINGS_BY_KIND[kind as GameKind] ?? []
+  const rank = (printing: string) => {
+    const index = names.indexOf(printing)
+    return index === -1 ? names.length : index
+  }
+  return (a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0)
+}

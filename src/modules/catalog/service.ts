@@ -99,13 +99,13 @@ export async function listSetCards(db: Database, setId: number, filter: { type?:
 }
 
 /** A price row as selected, where a left join may leave the card's fields null. */
-type PriceFields = Omit<repo.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
+export type PriceFields = Omit<repo.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
   cardId: number | null
   printing: string | null
   lastUpdatedAt: Date | null
 }
 
-function toPrice(row: PriceFields): Price {
+export function toPrice(row: PriceFields): Price {
   return {
     card_id: row.cardId!,
     printing: row.printing!,

@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
-import { freshDatabase, testLogger } from '../../../test/helpers/db'
-import { TEST_REDIS_URL } from '../../../test/helpers/env'
+import { sql } from 'drizzle-orm'
+import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
+import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
 import { startServer } from '../../../test/helpers/server'
 
 describe('health and readiness', async () => {
@@ -15,14 +16,20 @@ describe('health and readiness', async () => {
     expect(await response.json()).toEqual({ status: 'ok' })
   })
 
-  test('/ready is 200 with data loaded and no Redis configured', async () => {
+  test('/ready is 200 with data loaded, the price snapshot built and no Redis configured', async () => {
     const server = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
+    await server.ready()
     const response = await server.get('/ready')
     expect(response.status).toBe(200)
-    expect(await response.json()).toEqual({
-      status: 'ready',
-      checks: { database: 'ok', data: 'ok', redis: 'not_configured', quota: 'local' },
-    })
+    const body = (await response.json()) as any
+    expect(body).toMatchObject({ status: 'ready', checks: { database: 'ok', data: 'ok', redis: 'not_configured', quota: 'local' } })
+    const [counts] = await selectRows<{ cards: number; prices: number }>(
+      seeded.db,
+      sql`select (select count(*)::int from cards) as cards, (select count(*)::int from card_prices) as prices`,
+    )
+    expect(body.snapshot).toMatchObject({ cards: counts!.cards, prices: counts!.prices, age_seconds: 0 })
+    expect(body.snapshot.version).toMatch(/^[0-9a-z]+$/)
+    expect(body.snapshot.built_at).toBe(TEST_NOW.toISOString())
   })
 
   test('/ready is 503 while the catalog is empty', async () => {
@@ -36,6 +43,7 @@ describe('health and readiness', async () => {
     const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
     dead.on('error', () => {})
     const server = startServer({ db: seeded.db, redis: dead, logger: testLogger })
+    await server.ready()
     const response = await server.get('/ready')
     expect(response.status).toBe(200)
     const body = (await response.json()) as any
@@ -47,6 +55,7 @@ describe('health and readiness', async () => {
   test.skipIf(!TEST_REDIS_URL)('/ready checks the real Redis (needs TEST_REDIS_URL)', async () => {
     const redis = new Redis(TEST_REDIS_URL!)
     const server = startServer({ db: seeded.db, redis, logger: testLogger })
+    await server.ready()
     const response = await server.get('/ready')
     expect(response.status).toBe(200)
     expect(await response.json()).toMatchObject({ status: 'ready', checks: { redis: 'ok', quota: 'shared' } })

@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { isCatalogEmpty } from '../ingest/service'
+import type { SnapshotStatus } from '../snapshot/store'
 
 const Check = Type.Union([Type.Literal('ok'), Type.Literal('empty'), Type.Literal('error'), Type.Literal('not_configured')])
 
@@ -18,6 +19,20 @@ const Readiness = Type.Object({
       description: 'shared: Redis counters; local: no Redis configured (one node); degraded: Redis configured but failing',
     }),
   }),
+  snapshot: Type.Union(
+    [
+      Type.Object({
+        version: Type.String(),
+        built_at: Type.String({ format: 'date-time' }),
+        age_seconds: Type.Integer({ minimum: 0 }),
+        build_ms: Type.Integer({ minimum: 0 }),
+        cards: Type.Integer({ minimum: 0 }),
+        prices: Type.Integer({ minimum: 0 }),
+      }),
+      Type.Null(),
+    ],
+    { description: 'The price snapshot in service (bulk prices, top movers); null until the first one is built' },
+  ),
 })
 
 /** The check's verdict, or 'error' when it throws (an unreachable dependency is an answer here). */
@@ -30,7 +45,9 @@ async function probe<T extends string>(check: () => Promise<T>): Promise<T | 'er
 }
 
 /** Liveness and readiness for load balancers and orchestrators. */
-export function healthRoutes(deps: Pick<Deps, 'db' | 'redis'> & { quotaMode: () => 'shared' | 'local' | 'degraded' }) {
+export function healthRoutes(
+  deps: Pick<Deps, 'db' | 'redis'> & { quotaMode: () => 'shared' | 'local' | 'degraded'; snapshot: () => SnapshotStatus | null },
+) {
   return new Elysia({ name: 'health-routes' })
     .get('/health', () => ({ status: 'ok' as const }), {
       response: { 200: Type.Object({ status: Type.Literal('ok') }) },
@@ -47,19 +64,22 @@ export function healthRoutes(deps: Pick<Deps, 'db' | 'redis'> & { quotaMode: () 
         const redis = deps.redis ? await probe(async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const)
         const quota = deps.quotaMode()
         // A Redis outage degrades quota sharing but the node keeps serving: stay in the pool.
-        const serving = database && data === 'ok'
+        const snapshot = deps.snapshot()
+        const serving = database && data === 'ok' && snapshot !== null
         const degraded = redis === 'error' || quota === 'degraded'
         set.status = serving ? 200 : 503
         return {
           status: !serving ? ('not_ready' as const) : degraded ? ('degraded' as const) : ('ready' as const),
           checks: { database: database ? ('ok' as const) : ('error' as const), data, redis, quota },
+          snapshot,
         }
       },
       {
         response: { 200: Readiness, 503: Readiness },
         detail: {
           tags: ['Health'],
-          summary: 'Readiness: database reachable and catalog loaded (503 otherwise); Redis trouble is `degraded` (200)',
+          summary:
+            'Readiness: database reachable, catalog loaded and the price snapshot built (503 otherwise); Redis trouble is `degraded` (200)',
         },
       },
     )

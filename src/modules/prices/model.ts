@@ -1,0 +1,79 @@
+import { type Static, Type } from '@sinclair/typebox'
+import { Id, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
+import { PRODUCT_TYPES } from '../catalog/model'
+
+/** The spec's Bulk price row: one per card, from its primary printing (DESIGN decision 3). */
+export const BulkPriceRow = Type.Object(
+  {
+    card_id: Id,
+    market_price: Type.Union([Type.Number(), Type.Null()], {
+      description: "USD, the primary printing's (Normal when the card has one); null when never reported or the card has no prices yet",
+    }),
+    low_price: Type.Union([Type.Number(), Type.Null()], { description: "USD, the primary printing's; null when the card has no prices yet" }),
+    foil_market_price: Type.Union([Type.Number(), Type.Null()], {
+      description: 'USD, the first foil-type printing (Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil …); null when the card has none',
+    }),
+    price_change_24h: Type.Union([Type.Number(), Type.Null()], { description: 'Percent (15.5 = +15.5%); null: not enough data' }),
+    last_updated_at: Type.Union([Timestamp, Type.Null()]),
+  },
+  { description: "One card's current price. Rows come in the order the ids were asked for, each id once." },
+)
+export type BulkPriceRow = Static<typeof BulkPriceRow>
+
+export const MAX_BULK_PRICE_IDS = 500
+
+export const BulkIdsQuery = QueryParams({
+  ids: Type.String({
+    description: `Comma-separated card ids (positive integers), at most ${MAX_BULK_PRICE_IDS}; a repeated id is answered once`,
+    examples: ['1,2,3'],
+  }),
+})
+
+export const SnapshotMeta = {
+  snapshot_version: Type.String({ description: 'The price snapshot that answered; it changes after every sync' }),
+  as_of: Type.Union([Timestamp, Type.Null()], { description: 'Newest price update in that snapshot' }),
+}
+
+export const BulkMeta = Type.Object({
+  requested: Type.Integer({ minimum: 0, description: 'Distinct ids asked for' }),
+  found: Type.Integer({ minimum: 0 }),
+  not_found: Type.Array(Id, { description: 'Ids that name no card, in request order' }),
+  ...SnapshotMeta,
+})
+
+export const MOVER_PERIODS = ['24h', '7d', '30d'] as const
+export type MoverPeriod = (typeof MOVER_PERIODS)[number]
+export const MOVER_DIRECTIONS = ['up', 'down'] as const
+export type MoverDirection = (typeof MOVER_DIRECTIONS)[number]
+export const MAX_MOVERS = 50
+
+/** The spec's Top mover row: one card × printing. */
+export const TopMoverRow = Type.Object({
+  card_id: Id,
+  name: Type.String(),
+  set_name: Type.String(),
+  game_name: Type.String(),
+  product_type: LiteralUnion(PRODUCT_TYPES),
+  foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
+  printing: Type.String(),
+  market_price: Type.Number({ description: 'USD' }),
+  price_change: Type.Number({ description: "Percent change over the period (15.5 = +15.5%)" }),
+  image_url: Type.String({ format: 'uri' }),
+})
+export type TopMoverRow = Static<typeof TopMoverRow>
+
+export const TopMoversQuery = QueryParams({
+  game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug; all games when absent' })),
+  direction: Type.Optional(LiteralUnion(MOVER_DIRECTIONS, { default: 'up', description: 'up: biggest gains first; down: biggest losses first' })),
+  period: Type.Optional(LiteralUnion(MOVER_PERIODS, { default: '24h' })),
+  printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only this printing (exact match)' })),
+  type: Type.Optional(LiteralUnion(PRODUCT_TYPES)),
+  limit: Type.Optional(QueryInt({ minimum: 1, maximum: MAX_MOVERS, default: 20, description: `Rows, 1 to ${MAX_MOVERS}` })),
+})
+
+export const TopMoversMeta = Type.Object({
+  period: LiteralUnion(MOVER_PERIODS),
+  direction: LiteralUnion(MOVER_DIRECTIONS),
+  count: Type.Integer({ minimum: 0 }),
+  ...SnapshotMeta,
+})

@@ -1,0 +1,69 @@
+import { Packr } from 'msgpackr'
+import { rateLimitOf } from '../auth/guard'
+import type { PriceSnapshot } from '../snapshot/snapshot'
+
+// Plain msgpack maps: msgpackr's records extension is smaller but only msgpackr can read it.
+const packr = new Packr({ useRecords: false })
+
+export const MSGPACK = 'application/msgpack'
+
+/** The Accept header's weight for a media type, counting its wildcards; 0 when it is refused or absent. */
+function weight(accept: string, type: string): number {
+  let best = 0
+  for (const part of accept.split(',')) {
+    const [range = '', ...params] = part.split(';').map((piece) => piece.trim().toLowerCase())
+    const matches = range === type || range === '*/*' || (range.endsWith('/*') && type.startsWith(range.slice(0, -1)))
+    if (!matches) continue
+    const q = params.find((param) => param.startsWith('q='))
+    best = Math.max(best, q === undefined ? 1 : Number(q.slice(2)) || 0)
+  }
+  return best
+}
+
+/** msgpack when the client asks for it (application/msgpack or x-msgpack) at least as much as for JSON. */
+export function wantsMsgpack(request: Request): boolean {
+  const accept = request.headers.get('accept')
+  if (accept === null || !accept.includes('msgpack')) return false
+  const msgpack = Math.max(weight(accept, MSGPACK), weight(accept, 'application/x-msgpack'))
+  return msgpack > 0 && msgpack >= weight(accept, 'application/json')
+}
+
+/** Weak comparison (RFC 9110 §13.1.2): does If-None-Match name this entity tag? */
+function matchesIfNoneMatch(request: Request, etag: string): boolean {
+  const header = request.headers.get('if-none-match')
+  if (header === null) return false
+  if (header.trim() === '*') return true
+  const opaque = etag.replace(/^W\//, '')
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque)
+}
+
+export interface SnapshotBody<Data> {
+  data: Data
+  /** `data` already serialised, when the snapshot keeps it that way. */
+  dataJson?: string
+  meta: object
+}
+
+/**
+ * A response answered from the price snapshot. Its weak ETag names the snapshot version, the path
+ * with its query and the format, so `If-None-Match` answers 304 until the next sync changes the
+ * snapshot (weak: `rate_limit` in the body differs from one request to the next). JSON by default,
+ * msgpack on request where `msgpack` is allowed. The body carries `rate_limit` like any key-guarded
+ * route's (the guard adds it to plain objects only).
+ */
+export function snapshotResponse<Data>(request: Request, snapshot: PriceSnapshot, body: SnapshotBody<Data>, options: { msgpack: boolean }) {
+  const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
+  const pathAndQuery = request.url.slice(request.url.indexOf('/', request.url.indexOf('//') + 2))
+  const etag = `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQuery}`).toString(36)}"`
+  const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
+  if (options.msgpack) headers.vary = 'Accept'
+  if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
+  const rateLimit = rateLimitOf(request)
+  if (format === 'msgpack') {
+    headers['content-type'] = MSGPACK
+    return new Response(packr.pack({ data: body.data, meta: body.meta, rate_limit: rateLimit }), { headers })
+  }
+  headers['content-type'] = 'application/json'
+  const json = `{"data":${body.dataJson ?? JSON.stringify(body.data)},"meta":${JSON.stringify(body.meta)},"rate_limit":${JSON.stringify(rateLimit)}}`
+  return new Response(json, { headers })
+}

@@ -1,0 +1,74 @@
+import { Type } from '@sinclair/typebox'
+import { Elysia } from 'elysia'
+import { models } from '../../shared/models-plugin'
+import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import type { AuthRuntime } from '../auth/runtime'
+import type { SnapshotStore } from '../snapshot/store'
+import { BulkIdsQuery, BulkMeta, BulkPriceRow, MAX_BULK_PRICE_IDS, MAX_MOVERS, TopMoverRow, TopMoversMeta, TopMoversQuery } from './model'
+import { MSGPACK, snapshotResponse } from './respond'
+import { bulkPrices, topMovers } from './service'
+
+const NOT_MODIFIED = { 304: Type.Void({ description: 'Not modified: the `If-None-Match` tag is still current' }) }
+
+/** Price reads answered from the in-process snapshot: no database round trip (DESIGN section 5). */
+export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
+  return new Elysia({ name: 'prices-routes' })
+    .use(models)
+    .use(authGuard(auth))
+    .model({ BulkPriceRow, TopMoverRow })
+    .get(
+      '/v1/bulk/prices',
+      async ({ request, query }) => {
+        const snapshot = await snapshots.get()
+        return snapshotResponse(request, snapshot, bulkPrices(snapshot, query.ids), { msgpack: true })
+      },
+      {
+        apiKey: { needs: 'bulk_read' },
+        query: BulkIdsQuery,
+        response: {
+          200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('BulkPriceRow')), meta: BulkMeta })),
+          ...NOT_MODIFIED,
+          400: 'Error',
+          ...KEY_GUARD_ERRORS,
+        },
+        detail: {
+          tags: ['Prices'],
+          summary: 'Current prices of up to 500 cards (Pro and Business)',
+          description:
+            `\`ids\`: up to ${MAX_BULK_PRICE_IDS} comma-separated card ids. One Bulk price row per distinct id, in the order asked, from ` +
+            "each card's primary printing (Normal when it has one), with the first foil-type printing's market price beside it. " +
+            'Ids that name no card are listed in `meta.not_found`. Answered from the price snapshot, which every sync renews: ' +
+            'send the `ETag` back as `If-None-Match` to get 304 until prices change. `Accept: ' +
+            `${MSGPACK}\` returns the same body as msgpack.`,
+          responses: { 200: { description: 'OK', content: { [MSGPACK]: { schema: { type: 'string', format: 'binary' } } } } },
+        },
+      },
+    )
+    .get(
+      '/v1/prices/top-movers',
+      async ({ request, query }) => {
+        const snapshot = await snapshots.get()
+        return snapshotResponse(request, snapshot, topMovers(snapshot, query), { msgpack: false })
+      },
+      {
+        apiKey: { needs: 'catalog' },
+        query: TopMoversQuery,
+        response: {
+          200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('TopMoverRow')), meta: TopMoversMeta })),
+          ...NOT_MODIFIED,
+          400: 'Error',
+          404: 'Error',
+          ...KEY_GUARD_ERRORS,
+        },
+        detail: {
+          tags: ['Prices'],
+          summary: 'The printings whose market price moved most',
+          description:
+            'One row per card × printing with a market price and a change over `period` (24h, 7d or 30d): for `direction=up` ' +
+            'the largest gains first, for `down` the largest drops first; an unchanged price is neither. Ties go by card id, ' +
+            `then printing. Filters: \`game\` (slug; unknown is 404), \`type\`, \`printing\` (exact). \`limit\` 1 to ${MAX_MOVERS}, ` +
+            'default 20. Answered from the price snapshot; `ETag` and `If-None-Match` as for bulk prices.',
+        },
+      },
+    )
+}

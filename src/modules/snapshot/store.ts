@@ -1,0 +1,120 @@
+import type Redis from 'ioredis'
+import type { Database } from '../../db/client'
+import type { Clock } from '../../shared/clock'
+import type { Logger } from '../../shared/logger'
+import { loadSnapshotSource, readFingerprint } from './repo'
+import { PriceSnapshot } from './snapshot'
+
+/** How often a node compares the database's fingerprint with its snapshot's: the bound on staleness when a change message is lost. */
+export const SNAPSHOT_POLL_MS = 30_000
+
+export const snapshotChannel = (redis: Redis) => `${redis.options.keyPrefix ?? ''}snapshot-changed`
+
+/** Tells every node that prices changed (after a sync). Best effort: the poll catches a lost message. */
+export async function publishSnapshotChanged(redis: Redis | undefined, logger: Logger) {
+  if (!redis) return
+  try {
+    await redis.publish(snapshotChannel(redis), 'changed')
+  } catch (error) {
+    logger.warn({ err: error }, `could not announce new prices; nodes notice within ${SNAPSHOT_POLL_MS / 1000} s`)
+  }
+}
+
+export interface SnapshotStatus {
+  version: string
+  built_at: string
+  age_seconds: number
+  build_ms: number
+  cards: number
+  prices: number
+}
+
+export interface SnapshotStore {
+  /** The snapshot in service; waits for the first build only. */
+  get(): PriceSnapshot | Promise<PriceSnapshot>
+  /** Builds a new snapshot unless the data has not changed, and swaps it in. One build at a time. */
+  refresh(): Promise<PriceSnapshot>
+  status(): SnapshotStatus | null
+  close(): void
+}
+
+/**
+ * Holds the node's price snapshot. The first build starts at once; later ones run when the sync
+ * announces new prices (Redis pub/sub `snapshot-changed`) or when the poll sees the database's
+ * fingerprint move, off the request path. A failed build keeps the previous snapshot in service.
+ */
+export function snapshotStore(deps: { db: Database; redis: Redis | undefined; logger: Logger; clock: Clock; pollMs?: number }): SnapshotStore {
+  let current: PriceSnapshot | undefined
+  let buildMs = 0
+  let building: Promise<PriceSnapshot> | undefined
+  let again = false
+
+  async function build(): Promise<PriceSnapshot> {
+    if (current && (await readFingerprint(deps.db)) === current.fingerprint) return current
+    const started = performance.now()
+    const source = await loadSnapshotSource(deps.db)
+    const next = PriceSnapshot.build(source, deps.clock.now())
+    buildMs = Math.round(performance.now() - started)
+    if (next.version !== current?.version) {
+      deps.logger.info({ version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs }, 'price snapshot built')
+    }
+    current = next
+    return next
+  }
+
+  // A change announced during a build may not be in it: run once more after it.
+  function refresh(): Promise<PriceSnapshot> {
+    if (building) {
+      again = true
+      return building
+    }
+    building = build().finally(() => {
+      building = undefined
+      if (again) {
+        again = false
+        void refresh().catch(() => {})
+      }
+    })
+    building.catch((error) => deps.logger.error({ err: error }, 'price snapshot build failed; the previous one stays in service'))
+    return building
+  }
+
+  void refresh().catch(() => {})
+  const poll = setInterval(() => void refresh().catch(() => {}), deps.pollMs ?? SNAPSHOT_POLL_MS)
+  poll.unref()
+
+  let subscriber: Redis | undefined
+  if (deps.redis) {
+    const channel = snapshotChannel(deps.redis)
+    subscriber = deps.redis.duplicate({ lazyConnect: true })
+    subscriber.on('error', () => {}) // the main connection already reports Redis trouble
+    subscriber.on('message', () => void refresh().catch(() => {}))
+    // On every (re)connection: messages sent while away are lost, so look for changes.
+    subscriber.on('ready', () => {
+      subscriber!.subscribe(channel).catch((error) => deps.logger.warn({ err: error }, 'snapshot subscription failed'))
+      if (current) void refresh().catch(() => {})
+    })
+    subscriber.connect().catch(() => {})
+  }
+
+  return {
+    // Before the first snapshot (or after a failed first build) requests wait for a build.
+    get: () => current ?? building ?? refresh(),
+    refresh,
+    status() {
+      if (!current) return null
+      return {
+        version: current.version,
+        built_at: current.builtAt.toISOString(),
+        age_seconds: Math.max(0, Math.round((deps.clock.now().getTime() - current.builtAt.getTime()) / 1000)),
+        build_ms: buildMs,
+        cards: current.cardCount,
+        prices: current.priceCount,
+      }
+    },
+    close() {
+      clearInterval(poll)
+      subscriber?.disconnect()
+    },
+  }
+}
