@@ -1,0 +1,101 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { accountWithKey, testRedis, testRedisPrefix } from '../../../test/helpers/auth'
+import { freshDatabase, selectRows, testClock, testLogger } from '../../../test/helpers/db'
+import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
+import { startServer } from '../../../test/helpers/server'
+import { bulkPrices } from '../prices/service'
+import { publishSnapshotChanged, snapshotStore } from './store'
+
+// A private copy of the seeded catalog whose prices these tests rewrite, as a sync would: every
+// price row gets a marker low price and a newer update time, which moves the fingerprint.
+const database = await freshDatabase('seeded')
+const { db } = database
+const priced = await selectRows<{ card_id: number }>(db, sql`select distinct card_id from card_prices order by card_id limit 500`)
+const ids = priced.map((row) => row.card_id).join(',')
+let rewrites = 0
+
+/** Rewrites every price row with `low_price = marker`; returns the marker. */
+async function rewritePrices(): Promise<number> {
+  const marker = ++rewrites
+  const at = new Date(TEST_NOW.getTime() + marker * 1000)
+  await db.execute(sql`update card_prices set low_price = ${marker}, last_updated_at = ${at.toISOString()}::timestamptz`)
+  return marker
+}
+
+/** The low prices of a bulk answer's priced rows: one value when it came from one snapshot. */
+const lowPrices = (data: { low_price: number | null }[]) => new Set(data.map((row) => row.low_price).filter((price) => price !== null))
+
+const quietPoll = 3_600_000 // these tests trigger rebuilds themselves
+
+describe('snapshot store', () => {
+  const store = snapshotStore({ db, redis: undefined, logger: testLogger, clock: testClock, pollMs: quietPoll })
+  afterAll(() => store.close())
+
+  test('a refresh without a change in the database keeps the same snapshot', async () => {
+    const first = await store.get()
+    expect(await store.refresh()).toBe(first)
+  })
+
+  test('swaps whole snapshots under concurrent reads: no answer mixes two, each version always means the same data', async () => {
+    await rewritePrices()
+    await store.refresh() // from here on every snapshot holds one marker low price
+    const markerOfVersion = new Map<string, number>()
+    let answers = 0
+    for (let round = 0; round < 4; round++) {
+      const marker = await rewritePrices()
+      const rebuilt = store.refresh()
+      const readers = Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 40; i++) {
+          const snapshot = await store.get()
+          const { data, meta } = bulkPrices(snapshot, ids)
+          await new Promise((resolve) => setImmediate(resolve)) // let the build progress between reads
+          const seen = lowPrices(data)
+          expect(seen.size).toBe(1)
+          const [low] = seen
+          const known = markerOfVersion.get(meta.snapshot_version)
+          if (known === undefined) markerOfVersion.set(meta.snapshot_version, low!)
+          else expect(low).toBe(known)
+          answers++
+        }
+      })
+      await Promise.all([rebuilt, ...readers])
+      expect(lowPrices(bulkPrices(await store.get(), ids).data)).toEqual(new Set([marker]))
+    }
+    expect(answers).toBe(4 * 8 * 40)
+    expect(new Set(markerOfVersion.values()).size).toBe(markerOfVersion.size)
+  })
+})
+
+describe.skipIf(!TEST_REDIS_URL)('snapshot-changed over Redis (needs TEST_REDIS_URL)', () => {
+  test('every node rebuilds when the sync announces new prices, and their ETags move on', async () => {
+    const prefix = testRedisPrefix()
+    const [nodeRedis, otherRedis, cliRedis] = [await testRedis(prefix), await testRedis(prefix), await testRedis(prefix)]
+    const server = startServer({ db, redis: nodeRedis, logger: testLogger })
+    const other = snapshotStore({ db, redis: otherRedis, logger: testLogger, clock: testClock, pollMs: quietPoll })
+    afterAll(() => other.close())
+    const key = (await accountWithKey(db, 'pro')).key
+    await server.ready()
+    await other.get()
+    await Bun.sleep(100) // both subscribers connected
+
+    const path = `/v1/bulk/prices?ids=${ids}`
+    const before = await server.get(path, { headers: { 'x-api-key': key } })
+    const etag = before.headers.get('etag')!
+    const marker = await rewritePrices()
+    await publishSnapshotChanged(cliRedis, testLogger)
+
+    let body: any
+    for (let i = 0; i < 100; i++) {
+      body = await (await server.get(path, { headers: { 'x-api-key': key } })).json()
+      if (lowPrices(body.data).has(marker)) break
+      await Bun.sleep(20)
+    }
+    expect(lowPrices(body.data)).toEqual(new Set([marker]))
+    const after = await server.get(path, { headers: { 'x-api-key': key, 'if-none-match': etag } })
+    expect(after.status).toBe(200)
+    expect(after.headers.get('etag')).not.toBe(etag)
+    for (let i = 0; i < 100 && other.status()?.version !== body.meta.snapshot_version; i++) await Bun.sleep(20)
+    expect(other.status()?.version).toBe(body.meta.snapshot_version)
+  })
+})
