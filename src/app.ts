@@ -37,7 +37,7 @@ export function createApp(deps: AppDeps) {
     )
     .use(docsRoutes())
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode, snapshot: snapshots.status }))
-    .use(catalogRoutes(auth))
+    .use(catalogRoutes(auth, snapshots))
     .use(authRoutes(auth))
     .use(historyRoutes(auth))
     .use(searchRoutes(auth))

@@ -3,6 +3,8 @@ import { Elysia } from 'elysia'
 import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
 import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
+import { NOT_MODIFIED, snapshotResponse } from '../prices/respond'
+import type { SnapshotStore } from '../snapshot/store'
 import { models } from '../../shared/models-plugin'
 import { createReadCache } from '../../shared/read-cache'
 import {
@@ -53,7 +55,7 @@ const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as 
 const PUBLIC_CACHE_TTL_MS = 5_000
 
 /** The catalog: games (public, no key, no quota: spec Authentication 2), sets and cards (API key). */
-export function catalogRoutes(auth: AuthRuntime) {
+export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
   const deps = { db: auth.db }
   const cache = createReadCache(PUBLIC_CACHE_TTL_MS)
   return new Elysia({ name: 'catalog-routes' })
@@ -134,24 +136,34 @@ export function catalogRoutes(auth: AuthRuntime) {
       response: { 200: withRateLimit(Type.Object({ data: MarketplaceCard })), ...NOT_FOUND_ERRORS },
       detail: { tags: ['Cards'], summary: "Look a card up by the marketplace's product id", description: 'Prices omit card_id and the 7d/30d changes.' },
     })
-    .get('/v1/cards/:id/prices', ({ params, query }) => getCardPrices(deps.db, params.id, query.printing), {
-      apiKey: { needs: 'catalog' },
-      params: IdParams,
-      query: PrintingQuery,
-      response: {
-        200: withRateLimit(
-          Type.Object({
-            data: Type.Union([Type.Ref('Price'), Type.Array(Type.Ref('Price'))], {
-              description: 'An array of prices, one per printing; a single object when the card has exactly one printing',
+    .get(
+      '/v1/cards/:id/prices',
+      async ({ request, params, query }) => {
+        const snapshot = await snapshots.get()
+        return snapshotResponse(request, snapshot, getCardPrices(snapshot, params.id, query.printing), { msgpack: false })
+      },
+      {
+        apiKey: { needs: 'catalog' },
+        params: IdParams,
+        query: PrintingQuery,
+        response: {
+          200: withRateLimit(
+            Type.Object({
+              data: Type.Union([Type.Ref('Price'), Type.Array(Type.Ref('Price'))], {
+                description: 'An array of prices, one per printing; a single object when the card has exactly one printing',
+              }),
             }),
-          }),
-        ),
-        ...NOT_FOUND_ERRORS,
+          ),
+          ...NOT_MODIFIED,
+          ...NOT_FOUND_ERRORS,
+        },
+        detail: {
+          tags: ['Cards'],
+          summary: "A card's prices per printing",
+          description:
+            '`printing` is an exact match; a printing the card does not have is a 400 listing the ones it has. Answered from ' +
+            'the price snapshot, which every sync renews: send the `ETag` back as `If-None-Match` to get 304 until prices change.',
+        },
       },
-      detail: {
-        tags: ['Cards'],
-        summary: "A card's prices per printing",
-        description: '`printing` is an exact match; a printing the card does not have is a 400 listing the ones it has.',
-      },
-    })
+    )
 }

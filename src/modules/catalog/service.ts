@@ -3,6 +3,7 @@ import { notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
 import { AppError } from '../../shared/errors'
 import type { Card, CardWithPrice, Game, MarketplacePrice, Price, PriceRow, SetCardSort, SetDetail, SetSummary } from './model'
+import type { PriceSnapshot } from '../snapshot/snapshot'
 import * as repo from './repo'
 
 const iso = (instant: Date | null) => instant?.toISOString() ?? null
@@ -179,14 +180,14 @@ export async function getCardByMarketplaceId(db: Database, marketplaceId: number
 }
 
 /**
- * A card's prices, optionally one exact printing. Spec: when the card has exactly one printing,
- * `data` is that object rather than a one-element array (a printing filter that matches one row
- * keeps the array: the shape follows the card, not the filter).
+ * A card's prices from the price snapshot, optionally one exact printing. Spec: when the card has
+ * exactly one printing, `data` is that object rather than a one-element array (a printing filter
+ * that matches one row keeps the array: the shape follows the card, not the filter).
  */
-export async function getCardPrices(db: Database, id: number, printing: string | undefined) {
-  const { card, prices } = await repo.findCardPrices(db, { id })
+export function getCardPrices(snapshot: PriceSnapshot, id: number, printing: string | undefined) {
+  const card = snapshot.card(id)
   if (!card) throw notFound(`Card ${id}`)
-  const all = prices.map((row) => toPrice(row as PriceFields))
+  const all = card.prices
   if (printing === undefined) return { data: all.length === 1 ? all[0]! : all }
   const matching = all.filter((price) => price.printing === printing)
   if (matching.length === 0) {

@@ -1,3 +1,4 @@
+import { Type } from '@sinclair/typebox'
 import { Packr } from 'msgpackr'
 import { rateLimitOf } from '../auth/guard'
 import type { PriceSnapshot } from '../snapshot/snapshot'
@@ -6,6 +7,12 @@ import type { PriceSnapshot } from '../snapshot/snapshot'
 const packr = new Packr({ useRecords: false })
 
 export const MSGPACK = 'application/msgpack'
+
+/**
+ * The 304 every snapshot-backed route may answer. An empty string rather than Type.Void, which
+ * @elysiajs/openapi renders as an invalid response object.
+ */
+export const NOT_MODIFIED = { 304: Type.String({ maxLength: 0, description: 'Not modified: the `If-None-Match` tag is still current (empty body)' }) }
 
 /** The Accept header's weight for a media type, counting its wildcards; 0 when it is refused or absent. */
 function weight(accept: string, type: string): number {
@@ -41,7 +48,7 @@ export interface SnapshotBody<Data> {
   data: Data
   /** `data` already serialised, when the snapshot keeps it that way. */
   dataJson?: string
-  meta: object
+  meta?: object
 }
 
 /**
@@ -61,9 +68,10 @@ export function snapshotResponse<Data>(request: Request, snapshot: PriceSnapshot
   const rateLimit = rateLimitOf(request)
   if (format === 'msgpack') {
     headers['content-type'] = MSGPACK
-    return new Response(packr.pack({ data: body.data, meta: body.meta, rate_limit: rateLimit }), { headers })
+    return new Response(packr.pack({ data: body.data, ...(body.meta && { meta: body.meta }), rate_limit: rateLimit }), { headers })
   }
   headers['content-type'] = 'application/json'
-  const json = `{"data":${body.dataJson ?? JSON.stringify(body.data)},"meta":${JSON.stringify(body.meta)},"rate_limit":${JSON.stringify(rateLimit)}}`
+  const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
+  const json = `{"data":${body.dataJson ?? JSON.stringify(body.data)}${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
   return new Response(json, { headers })
 }

@@ -256,6 +256,21 @@ describe('GET /v1/prices/top-movers', () => {
   })
 })
 
+describe('GET /v1/cards/:id/prices from the snapshot', () => {
+  test('its ETag answers 304 until the query changes', async () => {
+    const path = `/v1/cards/${allCardIds[5]}/prices`
+    const first = await server.get(path, withKey(freeKey))
+    expect(first.status).toBe(200)
+    const etag = first.headers.get('etag')!
+    expect(etag).toStartWith('W/"')
+    expect((await server.get(path, withKey(freeKey, { 'if-none-match': etag }))).status).toBe(304)
+    const body = (await first.json()) as any
+    const printing = Array.isArray(body.data) ? body.data[0].printing : body.data.printing
+    const filtered = await server.get(`${path}?printing=${encodeURIComponent(printing)}`, withKey(freeKey, { 'if-none-match': etag }))
+    expect(filtered.status).toBe(200)
+  })
+})
+
 describe('OpenAPI', () => {
   test('both routes are documented with their response schemas', async () => {
     const doc = (await server.json('/openapi.json')).body
@@ -263,6 +278,7 @@ describe('OpenAPI', () => {
       const get = doc.paths[path].get
       expect(get.responses['200'].content['application/json'].schema).toBeDefined()
       for (const status of ['304', '400', '401', '403', '429']) expect(get.responses[status]).toBeDefined()
+      expect(get.responses['304'].content['text/plain'].schema.maxLength).toBe(0)
     }
     expect(doc.components.schemas.BulkPriceRow.required).toEqual(
       expect.arrayContaining(['card_id', 'market_price', 'low_price', 'foil_market_price', 'price_change_24h', 'last_updated_at']),

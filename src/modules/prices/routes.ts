@@ -5,10 +5,8 @@ import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import type { SnapshotStore } from '../snapshot/store'
 import { BulkIdsQuery, BulkMeta, BulkPriceRow, MAX_BULK_PRICE_IDS, MAX_MOVERS, TopMoverRow, TopMoversMeta, TopMoversQuery } from './model'
-import { MSGPACK, snapshotResponse } from './respond'
+import { MSGPACK, NOT_MODIFIED, snapshotResponse } from './respond'
 import { bulkPrices, topMovers } from './service'
-
-const NOT_MODIFIED = { 304: Type.Void({ description: 'Not modified: the `If-None-Match` tag is still current' }) }
 
 /** Price reads answered from the in-process snapshot: no database round trip (DESIGN section 5). */
 export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
@@ -40,7 +38,6 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
             'Ids that name no card are listed in `meta.not_found`. Answered from the price snapshot, which every sync renews: ' +
             'send the `ETag` back as `If-None-Match` to get 304 until prices change. `Accept: ' +
             `${MSGPACK}\` returns the same body as msgpack.`,
-          responses: { 200: { description: 'OK', content: { [MSGPACK]: { schema: { type: 'string', format: 'binary' } } } } },
         },
       },
     )
