@@ -10,6 +10,13 @@ interface ValueErrorLike {
   value: unknown
 }
 
+const FORMAT_EXPECTATIONS: Record<string, string> = {
+  'date-time': 'must be an ISO 8601 date-time with a zone, e.g. 2026-11-20T00:00:00Z',
+  date: 'must be a date, YYYY-MM-DD',
+  email: 'must be an email address',
+  uri: 'must be an absolute URL',
+}
+
 /** "must be an integer from 1 to 100", "must be one of: up, down": what a client can act on. */
 export function describeExpectation(schema: TSchema, fallback: string): string {
   const literals = (schema.anyOf as TSchema[] | undefined)?.map((s) => s.const).filter((v) => v !== undefined)
@@ -22,6 +29,9 @@ export function describeExpectation(schema: TSchema, fallback: string): string {
     if (schema.minimum !== undefined) return `must be ${kind} of at least ${schema.minimum}`
     if (schema.maximum !== undefined) return `must be ${kind} of at most ${schema.maximum}`
     return `must be ${kind}`
+  }
+  if (schema.type === 'string' && typeof schema.format === 'string' && FORMAT_EXPECTATIONS[schema.format]) {
+    return FORMAT_EXPECTATIONS[schema.format]!
   }
   if (schema.type === 'string') {
     const { minLength: min, maxLength: max } = schema

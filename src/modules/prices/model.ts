@@ -77,3 +77,23 @@ export const TopMoversMeta = Type.Object({
   count: Type.Integer({ minimum: 0 }),
   ...SnapshotMeta,
 })
+
+export const MAX_CHANGES = 1000
+
+export const ChangesQuery = QueryParams({
+  since: Type.Optional(
+    Type.String({ format: 'date-time', description: 'ISO 8601 instant: rows updated after it (give this or `cursor`)', examples: ['2026-11-20T00:00:00Z'] }),
+  ),
+  cursor: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 400, description: "A previous answer's `meta.next`: rows after the last one it returned (give this or `since`)" }),
+  ),
+  game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug; all games when absent' })),
+  limit: Type.Optional(QueryInt({ minimum: 1, maximum: MAX_CHANGES, default: 100, description: `Rows, 1 to ${MAX_CHANGES}` })),
+})
+
+export const ChangesMeta = Type.Object({
+  count: Type.Integer({ minimum: 0 }),
+  has_more: Type.Boolean({ description: 'More rows follow now: ask again with `cursor` = `next`' }),
+  next: Type.String({ description: 'Where this answer ended. Keep it: asking with it later returns what changed since' }),
+  ...SnapshotMeta,
+})

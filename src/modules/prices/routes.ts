@@ -4,16 +4,29 @@ import { models } from '../../shared/models-plugin'
 import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import type { SnapshotStore } from '../snapshot/store'
-import { BulkIdsQuery, BulkMeta, BulkPriceRow, MAX_BULK_PRICE_IDS, MAX_MOVERS, TopMoverRow, TopMoversMeta, TopMoversQuery } from './model'
+import { PriceRow } from '../catalog/model'
+import {
+  BulkIdsQuery,
+  BulkMeta,
+  BulkPriceRow,
+  ChangesMeta,
+  ChangesQuery,
+  MAX_BULK_PRICE_IDS,
+  MAX_CHANGES,
+  MAX_MOVERS,
+  TopMoverRow,
+  TopMoversMeta,
+  TopMoversQuery,
+} from './model'
 import { MSGPACK, NOT_MODIFIED, snapshotResponse } from './respond'
-import { bulkPrices, topMovers } from './service'
+import { bulkPrices, priceChanges, topMovers } from './service'
 
 /** Price reads answered from the in-process snapshot: no database round trip (DESIGN section 5). */
 export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
   return new Elysia({ name: 'prices-routes' })
     .use(models)
     .use(authGuard(auth))
-    .model({ BulkPriceRow, TopMoverRow })
+    .model({ BulkPriceRow, TopMoverRow, PriceRow })
     .get(
       '/v1/bulk/prices',
       async ({ request, query }) => {
@@ -65,6 +78,33 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
             'the largest gains first, for `down` the largest drops first; an unchanged price is neither. Ties go by card id, ' +
             `then printing. Filters: \`game\` (slug; unknown is 404), \`type\`, \`printing\` (exact). \`limit\` 1 to ${MAX_MOVERS}, ` +
             'default 20. Answered from the price snapshot; `ETag` and `If-None-Match` as for bulk prices.',
+        },
+      },
+    )
+    .get(
+      '/v1/prices/changes',
+      async ({ request, query }) => {
+        const snapshot = await snapshots.get()
+        return snapshotResponse(request, snapshot, priceChanges(snapshot, query), { msgpack: true })
+      },
+      {
+        apiKey: { needs: 'bulk_read' },
+        query: ChangesQuery,
+        response: {
+          200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('PriceRow')), meta: ChangesMeta })),
+          ...NOT_MODIFIED,
+          400: 'Error',
+          404: 'Error',
+          ...KEY_GUARD_ERRORS,
+        },
+        detail: {
+          tags: ['Prices'],
+          summary: 'Price rows changed since an instant: a feed to stay in sync (Pro and Business; beyond the spec)',
+          description:
+            'Price rows (one per card × printing) whose `last_updated_at` is after `since`, oldest first (then by card id and ' +
+            `printing), at most \`limit\` (1 to ${MAX_CHANGES}, default 100), optionally of one \`game\`. \`meta.next\` marks where the ` +
+            'answer ended: ask with `cursor` = `next` (instead of `since`) while `has_more`, and keep the last `next` to ask ' +
+            'later for what changed after it. Answered from the price snapshot; `ETag` and msgpack as for bulk prices.',
         },
       },
     )

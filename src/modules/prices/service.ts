@@ -1,7 +1,14 @@
-import { notFound } from '../../shared/errors'
+import { AppError, notFound } from '../../shared/errors'
 import { parseIdList } from '../../shared/id-list'
-import type { PriceSnapshot } from '../snapshot/snapshot'
+import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
 import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
+
+function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {
+  if (slug === undefined) return undefined
+  const gameId = snapshot.gameId(slug)
+  if (gameId === undefined) throw notFound(`Game '${slug}'`)
+  return gameId
+}
 
 const snapshotMeta = (snapshot: PriceSnapshot) => ({ snapshot_version: snapshot.version, as_of: snapshot.asOf })
 
@@ -30,10 +37,48 @@ export function topMovers(
   snapshot: PriceSnapshot,
   query: { game?: string; direction?: MoverDirection; period?: MoverPeriod; printing?: string; type?: string; limit?: number },
 ) {
-  const gameId = query.game === undefined ? undefined : snapshot.gameId(query.game)
-  if (query.game !== undefined && gameId === undefined) throw notFound(`Game '${query.game}'`)
+  const gameId = gameIdOf(snapshot, query.game)
   const period = query.period ?? '24h'
   const direction = query.direction ?? 'up'
   const data = snapshot.topMovers({ period, direction, gameId, type: query.type, printing: query.printing, limit: query.limit ?? 20 })
   return { data, meta: { period, direction, count: data.length, ...snapshotMeta(snapshot) } }
+}
+
+const invalid = (field: string, message: string) => new AppError('INVALID_PARAMETER', `Invalid query: '${field}' ${message}`, [{ field, message }])
+
+/** A cursor is the last row's place, base64url JSON: opaque to clients, stable across snapshots. */
+const encodeCursor = (position: ChangePosition) => Buffer.from(JSON.stringify([position.at, position.cardId, position.printing])).toString('base64url')
+
+function decodeCursor(cursor: string): ChangePosition {
+  try {
+    const [at, cardId, printing] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown[]
+    if (typeof at === 'string' && !Number.isNaN(Date.parse(at)) && Number.isSafeInteger(cardId) && typeof printing === 'string') {
+      return { at: new Date(at).toISOString(), cardId: cardId as number, printing }
+    }
+  } catch {}
+  throw invalid('cursor', "must be a previous answer's meta.next, unchanged")
+}
+
+/**
+ * The price rows updated after `since` (or after a cursor), oldest first, as a resumable feed:
+ * `next` marks where the answer ended, so a client asks again with it now while `has_more`, and
+ * later for whatever changed since.
+ */
+export function priceChanges(snapshot: PriceSnapshot, query: { since?: string; cursor?: string; game?: string; limit?: number }) {
+  if ((query.since === undefined) === (query.cursor === undefined)) {
+    const message = 'give exactly one of since and cursor'
+    throw new AppError('INVALID_PARAMETER', `Invalid query: ${message}`, [
+      { field: 'since', message },
+      { field: 'cursor', message },
+    ])
+  }
+  const gameId = gameIdOf(snapshot, query.game)
+  const position =
+    query.cursor !== undefined
+      ? decodeCursor(query.cursor)
+      : { at: new Date(query.since!).toISOString(), cardId: Number.MAX_SAFE_INTEGER, printing: '' }
+  const { rows, more } = snapshot.changesAfter(position, gameId, query.limit ?? 100)
+  const last = rows.at(-1)
+  const next = last ? { at: last.last_updated_at, cardId: last.card_id, printing: last.printing } : position
+  return { data: rows, meta: { count: rows.length, has_more: more, next: encodeCursor(next), ...snapshotMeta(snapshot) } }
 }

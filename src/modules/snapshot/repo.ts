@@ -6,7 +6,7 @@ import { cardPrices, cards, games, sets } from '../../db/schema'
 export interface SnapshotSource {
   games: { id: number; name: string; slug: string; kind: string }[]
   sets: { id: number; name: string }[]
-  cards: { id: number; setId: number; gameId: number; name: string; productType: string; foilOnly: number; imageUrl: string }[]
+  cards: { id: number; setId: number; gameId: number; marketplaceId: number; name: string; productType: string; foilOnly: number; imageUrl: string }[]
   prices: (typeof cardPrices.$inferSelect)[]
   fingerprint: string
 }
@@ -40,6 +40,7 @@ export async function loadSnapshotSource(db: Database): Promise<SnapshotSource> 
           id: cards.id,
           setId: cards.setId,
           gameId: cards.gameId,
+          marketplaceId: cards.marketplaceId,
           name: cards.name,
           productType: cards.productType,
           foilOnly: cards.foilOnly,

@@ -1,4 +1,4 @@
-import type { Price } from '../catalog/model'
+import type { Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
 import { toPrice } from '../catalog/service'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from '../prices/model'
@@ -12,6 +12,7 @@ export interface SnapshotCard {
   setName: string
   gameName: string
   gameId: number
+  marketplaceId: number
   productType: TopMoverRow['product_type']
   foilOnly: number
   imageUrl: string
@@ -31,12 +32,22 @@ export interface MoverFilter {
   limit: number
 }
 
+/** A place in the change feed's order (update time, card id, printing): rows strictly after it follow. */
+export interface ChangePosition {
+  at: string
+  cardId: number
+  printing: string
+}
+
 const CHANGE_FIELD = { '24h': 'price_change_24h', '7d': 'price_change_7d', '30d': 'price_change_30d' } as const
 
 const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | '*', type: string) =>
   `${period}|${direction}|${gameId}|${type}`
 
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
+
+const compareToPosition = (price: Price, position: ChangePosition) =>
+  byCodePoint(price.last_updated_at, position.at) || price.card_id - position.cardId || byCodePoint(price.printing, position.printing)
 
 /**
  * An immutable, in-process copy of every card's current prices (DESIGN sections 2 and 5), with
@@ -53,16 +64,26 @@ export class PriceSnapshot {
   private readonly gamesBySlug: Map<string, number>
   /** Per period, direction, game (or '*') and product type (or '*'): price rows, biggest move first. */
   private readonly movers: Map<string, Price[]>
+  /** Per game (and '*'): price rows by update time, then card id, then printing. */
+  private readonly changes: Map<number | '*', Price[]>
 
   private constructor(
     readonly version: string,
     readonly builtAt: Date,
     readonly fingerprint: string,
-    parts: { cards: Map<number, SnapshotCard>; gamesBySlug: Map<string, number>; movers: Map<string, Price[]>; priceCount: number; asOf: string | null },
+    parts: {
+      cards: Map<number, SnapshotCard>
+      gamesBySlug: Map<string, number>
+      movers: Map<string, Price[]>
+      changes: Map<number | '*', Price[]>
+      priceCount: number
+      asOf: string | null
+    },
   ) {
     this.cards = parts.cards
     this.gamesBySlug = parts.gamesBySlug
     this.movers = parts.movers
+    this.changes = parts.changes
     this.cardCount = parts.cards.size
     this.priceCount = parts.priceCount
     this.asOf = parts.asOf
@@ -79,6 +100,7 @@ export class PriceSnapshot {
         setName: setNames.get(row.setId) ?? '',
         gameName: gamesById.get(row.gameId)?.name ?? '',
         gameId: row.gameId,
+        marketplaceId: row.marketplaceId,
         productType: row.productType as SnapshotCard['productType'],
         foilOnly: row.foilOnly,
         imageUrl: row.imageUrl,
@@ -114,6 +136,7 @@ export class PriceSnapshot {
       cards,
       gamesBySlug: new Map(source.games.map((game) => [game.slug, game.id])),
       movers: buildMovers(cards),
+      changes: buildChanges(cards),
       priceCount: source.prices.length,
       asOf,
     })
@@ -151,6 +174,35 @@ export class PriceSnapshot {
       })
     }
     return rows
+  }
+
+  /** Up to `limit` price rows updated after `position`, oldest first, of one game or all; `more` when others follow. */
+  changesAfter(position: ChangePosition, gameId: number | undefined, limit: number): { rows: PriceRow[]; more: boolean } {
+    const list = this.changes.get(gameId ?? '*') ?? []
+    let low = 0
+    let high = list.length
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if (compareToPosition(list[middle]!, position) <= 0) low = middle + 1
+      else high = middle
+    }
+    const rows = list.slice(low, low + limit).map((price) => this.priceRow(price))
+    return { rows, more: low + limit < list.length }
+  }
+
+  /** DESIGN decision 12's price row: the card's identity around one printing's Price. */
+  private priceRow(price: Price): PriceRow {
+    const card = this.cards.get(price.card_id)!
+    const { card_id, ...fields } = price
+    return {
+      card_id,
+      name: card.name,
+      marketplace_id: card.marketplaceId,
+      product_type: card.productType,
+      foil_only: card.foilOnly,
+      ...fields,
+      image_url: card.imageUrl,
+    }
   }
 }
 
@@ -191,4 +243,19 @@ function buildMovers(cards: Map<number, SnapshotCard>): Map<string, Price[]> {
     }
   }
   return movers
+}
+
+/** Every price row by update time, then card id, then printing: all games, and each game. */
+function buildChanges(cards: Map<number, SnapshotCard>): Map<number | '*', Price[]> {
+  const all: Price[] = []
+  for (const card of cards.values()) all.push(...card.prices)
+  all.sort((a, b) => byCodePoint(a.last_updated_at, b.last_updated_at) || a.card_id - b.card_id || byCodePoint(a.printing, b.printing))
+  const changes = new Map<number | '*', Price[]>([['*', all]])
+  for (const price of all) {
+    const gameId = cards.get(price.card_id)!.gameId
+    const list = changes.get(gameId)
+    if (list) list.push(price)
+    else changes.set(gameId, [price])
+  }
+  return changes
 }
