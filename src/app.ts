@@ -3,6 +3,7 @@ import type { Deps } from './deps'
 import { rateLimitOf } from './modules/auth/guard'
 import { authRoutes } from './modules/auth/routes'
 import { createAuthRuntime } from './modules/auth/runtime'
+import { bulkRoutes } from './modules/bulk/routes'
 import { catalogRoutes } from './modules/catalog/routes'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
@@ -42,6 +43,7 @@ export function createApp(deps: AppDeps) {
     .use(historyRoutes(auth))
     .use(searchRoutes(auth))
     .use(pricesRoutes(auth, snapshots))
+    .use(bulkRoutes(auth, deps.logger))
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined

@@ -1,6 +1,6 @@
 import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import type { ExtractTablesWithRelations } from 'drizzle-orm'
+import type { ExtractTablesWithRelations, SQL } from 'drizzle-orm'
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core'
 import * as schema from './schema'
 
@@ -19,6 +19,12 @@ export interface DatabaseHandle {
   /** Applies every pending migration in `drizzle/`. */
   migrate(): Promise<void>
   close(): Promise<void>
+}
+
+/** The rows of a raw SQL query, whichever driver runs it (postgres.js answers an array, PGlite `{ rows }`). */
+export async function selectRows<T>(db: Executor, query: SQL): Promise<T[]> {
+  const result = (await db.execute(query)) as unknown as T[] | { rows: T[] }
+  return Array.isArray(result) ? result : result.rows
 }
 
 const MIGRATIONS_FOLDER = resolve(import.meta.dir, '../../drizzle')

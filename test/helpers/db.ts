@@ -16,11 +16,7 @@ export const testLogger = createLogger('silent')
 export const testClock = { now: () => TEST_NOW }
 export const tinySource = () => createDemoSource({ scale: 'tiny', now: () => TEST_NOW })
 
-/** The rows of a raw SQL query, whichever driver runs it (postgres.js answers an array, PGlite `{ rows }`). */
-export async function selectRows<T>(db: Database, query: SQL): Promise<T[]> {
-  const result = (await db.execute(query)) as unknown as T[] | { rows: T[] }
-  return Array.isArray(result) ? result : result.rows
-}
+export { selectRows } from '../../src/db/client'
 
 /**
  * The test oracle for DESIGN decision 3, written apart from the code under test: an ORDER BY that

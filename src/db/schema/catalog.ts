@@ -82,6 +82,8 @@ export const cards = pgTable(
     index('cards_game_type_idx').on(table.gameId, table.productType),
     index('cards_clean_name_fts_idx').using('gin', sql`to_tsvector('simple', ${table.cleanName})`),
     index('cards_clean_name_trgm_idx').using('gin', sql`${table.cleanName} gin_trgm_ops`),
+    // Bulk resolve by name: exact (cleaned) name lookups.
+    index('cards_clean_name_idx').on(table.cleanName),
   ],
 )
 

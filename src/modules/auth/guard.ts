@@ -6,13 +6,16 @@ import { findSession } from './accounts'
 import { type DayCounters, nextUtcMidnight } from './quota'
 import type { AccountRow, KeyIdentity } from './repo'
 import type { AuthRuntime } from './runtime'
-import { type Capability, minimumTier, TIER_POLICY, type TierPolicy } from './tiers'
+import { type Capability, minimumTier, type Tier, TIER_POLICY, type TierPolicy } from './tiers'
 
 export interface ApiKeyRule {
   /** What the route needs beyond a valid key (see tiers.ts). */
   needs: Capability
-  /** Quota units the request costs (default 1). 0 = free and answered even over quota. */
-  cost?: number
+  /**
+   * Quota units the request costs (default 1). 0 = free and answered even over quota. A function
+   * prices the request from its parsed body (not yet validated) and the caller's tier.
+   */
+  cost?: number | ((request: { body: unknown; tier: Tier }) => number)
 }
 
 export interface KeyAuth {
@@ -117,7 +120,7 @@ export function authGuard(auth: AuthRuntime) {
   return new Elysia({ name: 'auth-guard' }).macro({
     apiKey: (rule: ApiKeyRule) => ({
       detail: { security: [{ ApiKey: [] }] },
-      async transform({ request, set }) {
+      async transform({ request, set, body }) {
         const raw = request.headers.get('x-api-key')
         if (!raw) throw new AppError('API_KEY_REQUIRED', 'An API key is required: send it in the X-API-Key header')
         const identity = await auth.keys.lookup(raw)
@@ -127,8 +130,8 @@ export function authGuard(auth: AuthRuntime) {
         const record = (units: number, rejected = false) =>
           auth.usage.record({ keyId: identity.keyId, accountId: identity.accountId, units, rejected, at: now })
 
-        const cost = rule.cost ?? 1
         const allowed = policy.capabilities.has(rule.needs)
+        const cost = typeof rule.cost === 'function' ? (allowed ? rule.cost({ body, tier: identity.tier }) : 0) : (rule.cost ?? 1)
         let counters: DayCounters | undefined
         if (!allowed || cost === 0) {
           counters = await auth.quota.read(identity.accountId, now)
@@ -148,9 +151,14 @@ export function authGuard(auth: AuthRuntime) {
           if (!charged.admitted) {
             const reset = nextUtcMidnight(now)
             const retryAfter = Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000))
+            const left = Math.max(0, policy.dailyQuota - charged.used)
+            const why =
+              cost > 1 && left > 0
+                ? `This request needs ${cost} credits of the daily quota of ${policy.dailyQuota} and ${left} are left`
+                : `Daily quota of ${policy.dailyQuota} requests exceeded`
             throw new AppError(
               'RATE_LIMIT_EXCEEDED',
-              `Daily quota of ${policy.dailyQuota} requests exceeded; it resets at midnight UTC (${reset.toISOString()})`,
+              `${why}; it resets at midnight UTC (${reset.toISOString()})`,
               undefined,
               { 'retry-after': String(retryAfter) },
             )

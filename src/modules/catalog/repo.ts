@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, getTableColumns, type SQL, sql } from 'drizzle-orm'
+import { and, asc, count, desc, eq, getTableColumns, inArray, type SQL, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
 import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, games, sets } from '../../db/schema'
@@ -192,8 +192,8 @@ const priceColumns = {
 }
 export type PriceRecord = typeof cardPrices.$inferSelect
 
-/** Every price row of a set's cards (card × printing), in card number order, primary printing first. */
-export async function findSetPriceRows(db: Executor, setId: number, type: string | undefined) {
+/** Price rows (card × printing) with their card's fields, in card number order, primary printing first. */
+function priceRowsWhere(db: Executor, where: SQL | undefined) {
   return db
     .select({
       ...priceColumns,
@@ -206,14 +206,39 @@ export async function findSetPriceRows(db: Executor, setId: number, type: string
     .from(cardPrices)
     .innerJoin(cards, eq(cards.id, cardPrices.cardId))
     .innerJoin(games, eq(games.id, cards.gameId))
-    .where(and(eq(cards.setId, setId), type === undefined ? undefined : eq(cards.productType, type)))
+    .where(where)
     .orderBy(sql`length(${cards.number})`, asc(cards.number), asc(cards.id), sql`${printingRank} nulls last`, asc(cardPrices.printing))
+}
+export type PriceRowRecord = Awaited<ReturnType<typeof priceRowsWhere>>[number]
+
+/** Every price row of a set's cards, optionally of one product type. */
+export async function findSetPriceRows(db: Executor, setId: number, type: string | undefined) {
+  return priceRowsWhere(db, and(eq(cards.setId, setId), type === undefined ? undefined : eq(cards.productType, type)))
+}
+
+/** The price rows of some cards, in the same order. */
+export async function findPriceRowsOfCards(db: Executor, cardIds: number[]) {
+  return cardIds.length === 0 ? [] : priceRowsWhere(db, inArray(cards.id, cardIds))
+}
+
+/** A set's card ids in card number order (what an export walks through, a batch at a time). */
+export async function findSetCardIds(db: Executor, setId: number): Promise<number[]> {
+  const rows = await db
+    .select({ id: cards.id })
+    .from(cards)
+    .where(eq(cards.setId, setId))
+    .orderBy(sql`length(${cards.number})`, asc(cards.number), asc(cards.id))
+  return rows.map((row) => row.id)
 }
 
 /** A card with its set's and game's names. */
+/** A card with its set's and game's names: the spec's Card. */
+export const cardColumns = { ...getTableColumns(cards), setName: sets.name, gameName: games.name }
+export type CardRecord = typeof cards.$inferSelect & { setName: string; gameName: string }
+
 const cardById = preparedQuery((db) =>
   db
-    .select({ ...getTableColumns(cards), setName: sets.name, gameName: games.name })
+    .select(cardColumns)
     .from(cards)
     .innerJoin(sets, eq(sets.id, cards.setId))
     .innerJoin(games, eq(games.id, cards.gameId))
@@ -243,4 +268,27 @@ export async function findCardPrices(db: Database, where: { id: number } | { mar
   const [by, value] = 'id' in where ? (['id', where.id] as const) : (['marketplaceId', where.marketplaceId] as const)
   const rows = await cardPriceRows(db, by).execute({ value })
   return { card: rows[0]?.card, prices: rows.filter((row) => row.printing !== null) }
+}
+
+/** Cards by id or by marketplace id, with their set's and game's names, in one statement (any order). */
+export async function findCardsBy(db: Executor, by: 'id' | 'marketplaceId', values: number[]): Promise<CardRecord[]> {
+  if (values.length === 0) return []
+  return db
+    .select(cardColumns)
+    .from(cards)
+    .innerJoin(sets, eq(sets.id, cards.setId))
+    .innerJoin(games, eq(games.id, cards.gameId))
+    .where(inArray(by === 'id' ? cards.id : cards.marketplaceId, values))
+}
+
+/** The price rows of many cards in one statement: by card id, each card's primary printing first. */
+export async function findPricesOfCards(db: Executor, cardIds: number[]): Promise<PriceRecord[]> {
+  if (cardIds.length === 0) return []
+  return db
+    .select(getTableColumns(cardPrices))
+    .from(cardPrices)
+    .innerJoin(cards, eq(cards.id, cardPrices.cardId))
+    .innerJoin(games, eq(games.id, cards.gameId))
+    .where(inArray(cardPrices.cardId, cardIds))
+    .orderBy(asc(cardPrices.cardId), sql`${printingRank} nulls last`, asc(cardPrices.printing))
 }

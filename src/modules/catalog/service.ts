@@ -123,28 +123,30 @@ export function toPrice(row: PriceFields): Price {
   }
 }
 
+/** DESIGN decision 12's price row: a printing's Price within its card's identity. */
+export function toPriceRow(row: repo.PriceRowRecord): PriceRow {
+  const { card_id, ...price } = toPrice(row)
+  return {
+    card_id,
+    name: row.name,
+    marketplace_id: row.marketplaceId,
+    product_type: row.productType as PriceRow['product_type'],
+    foil_only: row.foilOnly,
+    ...price,
+    image_url: row.imageUrl,
+  }
+}
+
 export async function listSetPrices(db: Database, setId: number, type: string | undefined) {
   const rows = await repo.findSetPriceRows(db, setId, type)
   if (rows.length === 0 && !(await repo.findSet(db, setId))) throw notFound(`Set ${setId}`)
-  const data: PriceRow[] = rows.map((row) => {
-    const { card_id, ...price } = toPrice(row)
-    return {
-      card_id,
-      name: row.name,
-      marketplace_id: row.marketplaceId,
-      product_type: row.productType as PriceRow['product_type'],
-      foil_only: row.foilOnly,
-      ...price,
-      image_url: row.imageUrl,
-    }
-  })
+  const data = rows.map(toPriceRow)
   return { data, meta: { total: data.length } }
 }
 
-export async function getCard(db: Database, id: number) {
-  const row = await repo.findCard(db, id)
-  if (!row) throw notFound(`Card ${id}`)
-  const card: Card = {
+/** The spec's Card from a card row with its set and game names. */
+export function toCard(row: repo.CardRecord): Card {
+  return {
     id: row.id,
     name: row.name,
     clean_name: row.cleanName,
@@ -166,7 +168,12 @@ export async function getCard(db: Database, id: number) {
     game_id: row.gameId,
     game_name: row.gameName,
   }
-  return { data: card }
+}
+
+export async function getCard(db: Database, id: number) {
+  const row = await repo.findCard(db, id)
+  if (!row) throw notFound(`Card ${id}`)
+  return { data: toCard(row) }
 }
 
 export async function getCardByMarketplaceId(db: Database, marketplaceId: number) {

@@ -32,6 +32,7 @@ export function docsRoutes() {
             { name: 'Sets', description: 'Sets, their cards and prices (API key)' },
             { name: 'Cards', description: 'Cards, sealed products and their prices (API key)' },
             { name: 'Prices', description: 'Bulk prices and top movers, answered from the in-memory price snapshot (API key)' },
+            { name: 'Bulk', description: 'Batched cards and history, set export and bulk resolve (API key; Starter, Pro or Business)' },
             { name: 'History', description: 'Price history (API key; window by tier)' },
             { name: 'Search', description: 'Full-text and fuzzy card search (API key)' },
             { name: 'Account', description: 'Sign up, log in (session cookie) and daily usage' },

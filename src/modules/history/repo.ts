@@ -1,5 +1,5 @@
-import { and, asc, eq, gte, lte, sql } from 'drizzle-orm'
-import type { Database } from '../../db/client'
+import { and, asc, eq, gte, inArray, lte, sql } from 'drizzle-orm'
+import type { Database, Executor } from '../../db/client'
 import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, priceHistory } from '../../db/schema'
 import type { HistoryRow } from './model'
@@ -48,18 +48,20 @@ const historyShape = (filter: HistoryFilter) => ({
   to: filter.to !== undefined,
 })
 
+/** A history row's columns under the API's field names, so rows go out as the driver returns them. */
+const historyColumns = {
+  date: priceHistory.date,
+  printing: priceHistory.printing,
+  market_price: priceHistory.marketPrice,
+  low_price: priceHistory.lowPrice,
+  avg_sales_price: priceHistory.avgSalesPrice,
+  sales_volume: priceHistory.salesVolume,
+}
+
 const historyRows = preparedQueries(
   (db, shape: ReturnType<typeof historyShape>) =>
     db
-      // Selected under the API's field names, so the rows go out as the driver returns them.
-      .select({
-        date: priceHistory.date,
-        printing: priceHistory.printing,
-        market_price: priceHistory.marketPrice,
-        low_price: priceHistory.lowPrice,
-        avg_sales_price: priceHistory.avgSalesPrice,
-        sales_volume: priceHistory.salesVolume,
-      })
+      .select(historyColumns)
       .from(priceHistory)
       .where(
         and(
@@ -80,4 +82,24 @@ const historyRows = preparedQueries(
  */
 export async function findHistory(db: Database, filter: HistoryFilter): Promise<HistoryRow[]> {
   return historyRows(db, historyShape(filter)).execute({ ...filter })
+}
+
+/** The points of many cards in one window, by card, then oldest first, then printing: one statement on the primary key. */
+export async function findHistoryOfCards(
+  db: Executor,
+  cardIds: number[],
+  window: { from?: string; to: string },
+): Promise<(HistoryRow & { card_id: number })[]> {
+  if (cardIds.length === 0) return []
+  return db
+    .select({ card_id: priceHistory.cardId, ...historyColumns })
+    .from(priceHistory)
+    .where(
+      and(
+        inArray(priceHistory.cardId, cardIds),
+        window.from === undefined ? undefined : gte(priceHistory.date, window.from),
+        lte(priceHistory.date, window.to),
+      ),
+    )
+    .orderBy(asc(priceHistory.cardId), asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
 }

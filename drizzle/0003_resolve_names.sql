@@ -1,0 +1,1 @@
+CREATE INDEX "cards_clean_name_idx" ON "cards" USING btree ("clean_name");

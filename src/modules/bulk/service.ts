@@ -1,0 +1,264 @@
+import { stringify } from 'csv-stringify/sync'
+import type { Database } from '../../db/client'
+import { AppError, notFound } from '../../shared/errors'
+import { parseIdList } from '../../shared/id-list'
+import { cleanName } from '../../shared/text'
+import { resolveCredits, type Tier, TIER_POLICY, type TierPolicy } from '../auth/tiers'
+import type { Price } from '../catalog/model'
+import * as catalogRepo from '../catalog/repo'
+import { toCard, toPrice, toPriceRow } from '../catalog/service'
+import type { HistoryRow } from '../history/model'
+import * as historyRepo from '../history/repo'
+import { historyWindow } from '../history/service'
+import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS } from './model'
+import * as repo from './repo'
+
+/** Each card's prices, primary printing first, from one statement for all the cards. */
+async function pricesByCard(db: Database, cardIds: number[]): Promise<Map<number, Price[]>> {
+  const byCard = new Map<number, Price[]>()
+  for (const row of await catalogRepo.findPricesOfCards(db, cardIds)) {
+    const list = byCard.get(row.cardId)
+    if (list) list.push(toPrice(row))
+    else byCard.set(row.cardId, [toPrice(row)])
+  }
+  return byCard
+}
+
+/** Full cards with their prices, in request order: two statements run together, whatever the number of ids. */
+export async function bulkCards(db: Database, rawIds: string) {
+  const ids = parseIdList(rawIds, MAX_BULK_CARD_IDS)
+  const [rows, prices] = await Promise.all([catalogRepo.findCardsBy(db, 'id', ids), pricesByCard(db, ids)])
+  const byId = new Map(rows.map((row) => [row.id, row]))
+  const data: CardWithPrices[] = []
+  const missing: number[] = []
+  for (const id of ids) {
+    const row = byId.get(id)
+    if (row) data.push({ ...toCard(row), prices: prices.get(id) ?? [] })
+    else missing.push(id)
+  }
+  return { data, meta: { requested: ids.length, found: data.length, not_found: missing } }
+}
+
+/**
+ * The history of up to 50 cards in one window (the range clipped to the tier's window, as for one
+ * card), as an object keyed by card id. Two statements run together: which ids are cards, and
+ * every point of those cards in the window.
+ */
+export async function bulkHistory(
+  db: Database,
+  request: { rawIds: string; range: 'month' | 'quarter' | 'year'; policy: Pick<TierPolicy, 'historyDays'>; now: Date },
+) {
+  const ids = parseIdList(request.rawIds, MAX_BULK_HISTORY_IDS)
+  const window = historyWindow(request.range, request.policy, request.now)
+  const [known, rows] = await Promise.all([
+    catalogRepo.findCardsBy(db, 'id', ids),
+    historyRepo.findHistoryOfCards(db, ids, { from: window.from ?? undefined, to: window.to }),
+  ])
+  const data: Record<string, HistoryRow[]> = {}
+  const found = new Set(known.map((card) => card.id))
+  for (const id of ids) if (found.has(id)) data[id] = []
+  for (const { card_id, ...row } of rows) data[card_id]!.push(row)
+  return {
+    data,
+    meta: {
+      range: window.range,
+      days: window.days,
+      from: window.from,
+      to: window.to,
+      clipped_to_tier: window.clippedToTier,
+      tier_history_days: window.tierDays,
+      requested: ids.length,
+      found: found.size,
+      not_found: ids.filter((id) => !found.has(id)),
+      count: rows.length,
+    },
+  }
+}
+
+/** CSV export columns: DESIGN decision 12's price row, in its JSON order. */
+export const EXPORT_COLUMNS = [
+  'card_id',
+  'name',
+  'marketplace_id',
+  'product_type',
+  'foil_only',
+  'printing',
+  'market_price',
+  'market_price_as_of',
+  'low_price',
+  'median_price',
+  'lowest_with_shipping',
+  'buylist_price',
+  'price_change_24h',
+  'price_change_7d',
+  'price_change_30d',
+  'last_updated_at',
+  'image_url',
+] as const
+
+/** Cards per statement while exporting: memory stays bounded whatever the size of the set. */
+export const EXPORT_BATCH_CARDS = 250
+
+/**
+ * Every price row of a set, streamed: the set's card ids first (one statement), then their price
+ * rows a batch of cards at a time, each batch written out before the next is read. JSON is
+ * `{ data, meta, rate_limit }` with meta last (it holds the count); CSV is RFC 4180 with a header
+ * row, empty fields for nulls. 404 for an unknown set, before anything is sent.
+ */
+export async function exportSet(
+  db: Database,
+  request: { setId: number; format: 'json' | 'csv'; now: Date; rateLimit: unknown; onError: (error: unknown) => void; batchCards?: number },
+) {
+  const set = await catalogRepo.findSet(db, request.setId)
+  if (!set) throw notFound(`Set ${request.setId}`)
+  const cardIds = await catalogRepo.findSetCardIds(db, set.id)
+  const date = request.now.toISOString().slice(0, 10)
+  const filename = `${set.gameSlug}-${set.slug}-prices-${date}.${request.format}`
+  const encoder = new TextEncoder()
+  const batchCards = request.batchCards ?? EXPORT_BATCH_CARDS
+  let batch = 0
+  let count = 0
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const start = batch * batchCards
+        const rows = start < cardIds.length ? (await catalogRepo.findPriceRowsOfCards(db, cardIds.slice(start, start + batchCards))).map(toPriceRow) : []
+        const first = batch === 0
+        const last = start + batchCards >= cardIds.length
+        batch++
+        let text: string
+        if (request.format === 'csv') {
+          text = stringify(rows, { header: first, columns: [...EXPORT_COLUMNS], eof: true })
+        } else {
+          const items = rows.map((row, i) => (count + i === 0 ? '' : ',') + JSON.stringify(row)).join('')
+          text = (first ? '{"data":[' : '') + items
+          if (last) {
+            const meta = { set_id: set.id, set_name: set.name, game_slug: set.gameSlug, count: count + rows.length, exported_at: request.now.toISOString() }
+            text += `],"meta":${JSON.stringify(meta)},"rate_limit":${JSON.stringify(request.rateLimit)}}`
+          }
+        }
+        count += rows.length
+        if (text.length > 0) controller.enqueue(encoder.encode(text))
+        if (last) controller.close()
+      } catch (error) {
+        request.onError(error)
+        controller.error(error)
+      }
+    },
+  })
+  return { filename, stream, contentType: request.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json' }
+}
+
+/** The item limit and credits of a resolve on this tier: 400 over the limit. */
+function checkResolveItems(tier: Tier, items: number, field: string) {
+  const limit = TIER_POLICY[tier].resolve!.maxItems
+  if (items > limit) {
+    const message = `must hold at most ${limit} items on the ${TIER_POLICY[tier].label} tier`
+    throw new AppError('INVALID_PARAMETER', `Invalid body: '${field}' ${message} (got ${items})`, [{ field, message }])
+  }
+  return resolveCredits(tier, items)
+}
+
+/**
+ * What a resolve request costs: ceil(items × the tier's credit per item), judged before the body
+ * is validated; a body the route will refuse (not a list, empty, over the tier's limit) costs 1,
+ * like any refused request (DESIGN decision 5).
+ */
+export function resolveCost(field: 'ids' | 'names') {
+  return ({ body, tier }: { body: unknown; tier: Tier }) => {
+    const items = (body as Record<string, unknown> | null)?.[field]
+    const limit = TIER_POLICY[tier].resolve?.maxItems ?? 0
+    return Array.isArray(items) && items.length > 0 && items.length <= limit ? resolveCredits(tier, items.length) : 1
+  }
+}
+
+/** Marketplace product ids to cards with their prices, in request order; two statements in all. */
+export async function resolveMarketplaceIds(db: Database, request: { ids: number[]; tier: Tier }) {
+  const credits = checkResolveItems(request.tier, request.ids.length, 'ids')
+  const rows = await catalogRepo.findCardsBy(db, 'marketplaceId', request.ids)
+  const prices = await pricesByCard(db, rows.map((row) => row.id))
+  const byMarketplaceId = new Map(rows.map((row) => [row.marketplaceId, row]))
+  const resolved = []
+  const missing: number[] = []
+  for (const marketplaceId of request.ids) {
+    const row = byMarketplaceId.get(marketplaceId)
+    if (row) resolved.push({ marketplace_id: marketplaceId, card: toCard(row), prices: prices.get(row.id) ?? [] })
+    else missing.push(marketplaceId)
+  }
+  return {
+    data: { resolved, not_found: missing },
+    meta: { requested: request.ids.length, resolved: resolved.length, credits_consumed: credits },
+  }
+}
+
+/** A fuzzy candidate is taken only this similar to the name, and this far ahead of the next one. */
+export const FUZZY_MIN_SCORE = 0.6
+export const FUZZY_MIN_LEAD = 0.1
+
+/**
+ * Card names to cards. A name whose cleaned form (case, accents, punctuation set aside) is exactly
+ * one card's is an exact match (score 1); several such cards make it ambiguous. Otherwise the most
+ * similar names (trigram similarity) are the candidates: the best is a fuzzy match when it scores
+ * at least FUZZY_MIN_SCORE and leads the next by FUZZY_MIN_LEAD, ambiguous when another is that
+ * close, not found when none scores enough. Never a guess. Three statements in all (exact names,
+ * similar names for the rest, then the cards and prices of every match and candidate).
+ */
+export async function resolveNames(db: Database, request: { names: string[]; game?: string; tier: Tier }) {
+  const credits = checkResolveItems(request.tier, request.names.length, 'names')
+  let gameId: number | undefined
+  if (request.game !== undefined) {
+    const game = await catalogRepo.findGameBySlug(db, request.game)
+    if (!game) throw notFound(`Game '${request.game}'`)
+    gameId = game.id
+  }
+  const cleaned = request.names.map(cleanName)
+  const exact = await repo.findCardsByCleanName(db, [...new Set(cleaned.filter((name) => name !== ''))], gameId)
+  const exactByName = new Map<string, catalogRepo.CardRecord[]>()
+  for (const row of exact) exactByName.set(row.cleanName, [...(exactByName.get(row.cleanName) ?? []), row])
+
+  const unmatched = [...new Set(cleaned.filter((name) => name !== '' && !exactByName.has(name)))]
+  const similar = await repo.findSimilarNames(db, unmatched, gameId)
+  const candidatesByName = new Map<string, { cardId: number; score: number }[]>()
+  for (const candidate of similar) {
+    const name = unmatched[candidate.position]!
+    candidatesByName.set(name, [...(candidatesByName.get(name) ?? []), candidate])
+  }
+
+  const cardIds = [...new Set([...exact.map((row) => row.id), ...similar.map((candidate) => candidate.cardId)])]
+  const known = new Map(exact.map((row) => [row.id, row]))
+  const missingIds = cardIds.filter((id) => !known.has(id))
+  const [more, prices] = await Promise.all([catalogRepo.findCardsBy(db, 'id', missingIds), pricesByCard(db, cardIds)])
+  for (const row of more) known.set(row.id, row)
+
+  const candidate = (cardId: number, score: number) => {
+    const row = known.get(cardId)!
+    return { id: row.id, name: row.name, set_name: row.setName, game_name: row.gameName, score }
+  }
+  const resolved = []
+  const ambiguous = []
+  const unknown: string[] = []
+  for (const [i, query] of request.names.entries()) {
+    const name = cleaned[i]!
+    const exactRows = exactByName.get(name)
+    if (exactRows?.length === 1) {
+      const row = exactRows[0]!
+      resolved.push({ query, match: 'exact' as const, score: 1, card: toCard(row), prices: prices.get(row.id) ?? [] })
+    } else if (exactRows && exactRows.length > 1) {
+      const sorted = [...exactRows].sort((a, b) => a.id - b.id).slice(0, repo.CANDIDATES_PER_NAME)
+      ambiguous.push({ query, candidates: sorted.map((row) => candidate(row.id, 1)) })
+    } else {
+      const [best, next] = candidatesByName.get(name) ?? []
+      const score = (value: number) => Math.round(value * 1000) / 1000
+      if (!best || best.score < FUZZY_MIN_SCORE) unknown.push(query)
+      else if (next && best.score - next.score < FUZZY_MIN_LEAD) {
+        ambiguous.push({ query, candidates: candidatesByName.get(name)!.map((c) => candidate(c.cardId, score(c.score))) })
+      } else {
+        resolved.push({ query, match: 'fuzzy' as const, score: score(best.score), card: toCard(known.get(best.cardId)!), prices: prices.get(best.cardId) ?? [] })
+      }
+    }
+  }
+  return {
+    data: { resolved, ambiguous, not_found: unknown },
+    meta: { requested: request.names.length, resolved: resolved.length, credits_consumed: credits },
+  }
+}
