@@ -23,6 +23,9 @@ const Readiness = Type.Object({
     [
       Type.Object({
         version: Type.String(),
+        source: Type.Union([Type.Literal('postgres'), Type.Literal('redis')], {
+          description: 'Where its rows came from: Postgres, or the copy another node left in Redis',
+        }),
         built_at: Type.String({ format: 'date-time' }),
         age_seconds: Type.Integer({ minimum: 0 }),
         build_ms: Type.Integer({ minimum: 0 }),

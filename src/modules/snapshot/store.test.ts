@@ -5,7 +5,8 @@ import { freshDatabase, selectRows, testClock, testLogger } from '../../../test/
 import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
 import { startServer } from '../../../test/helpers/server'
 import { bulkPrices } from '../prices/service'
-import { publishSnapshotChanged, snapshotStore } from './store'
+import { readFingerprint } from './repo'
+import { publishSnapshotChanged, snapshotCopyKey, snapshotStore } from './store'
 
 // A private copy of the seeded catalog whose prices these tests rewrite, as a sync would: every
 // price row gets a marker low price and a newer update time, which moves the fingerprint.
@@ -97,5 +98,39 @@ describe.skipIf(!TEST_REDIS_URL)('snapshot-changed over Redis (needs TEST_REDIS_
     expect(after.headers.get('etag')).not.toBe(etag)
     for (let i = 0; i < 100 && other.status()?.version !== body.meta.snapshot_version; i++) await Bun.sleep(20)
     expect(other.status()?.version).toBe(body.meta.snapshot_version)
+  })
+})
+
+describe.skipIf(!TEST_REDIS_URL)('warm start from the copy in Redis (needs TEST_REDIS_URL)', () => {
+  test('a node built from Postgres leaves a copy; the next node starts from it with the same data', async () => {
+    const prefix = testRedisPrefix()
+    const [firstRedis, secondRedis, thirdRedis] = [await testRedis(prefix), await testRedis(prefix), await testRedis(prefix)]
+    const store = (redis: typeof firstRedis) => snapshotStore({ db, redis, logger: testLogger, clock: testClock, pollMs: quietPoll })
+    const first = store(firstRedis)
+    afterAll(() => first.close())
+    const built = await first.get()
+    expect(first.status()?.source).toBe('postgres')
+    const key = snapshotCopyKey(await readFingerprint(db))
+    for (let i = 0; i < 100 && !(await firstRedis!.exists(key)); i++) await Bun.sleep(20)
+    expect(await firstRedis!.exists(key)).toBe(1)
+
+    const second = store(secondRedis)
+    afterAll(() => second.close())
+    const warm = await second.get()
+    expect(second.status()?.source).toBe('redis')
+    expect(warm.version).toBe(built.version)
+    const allIds = (await selectRows<{ id: number }>(db, sql`select id from cards order by id`)).map((row) => row.id)
+    for (let i = 0; i < allIds.length; i += 500) {
+      const ids = allIds.slice(i, i + 500).join(',')
+      expect(bulkPrices(warm, ids)).toEqual(bulkPrices(built, ids))
+    }
+    expect(warm.topMovers({ period: '7d', direction: 'down', limit: 50 })).toEqual(built.topMovers({ period: '7d', direction: 'down', limit: 50 }))
+
+    // A copy that is not one is ignored: the node reads Postgres instead.
+    await thirdRedis!.set(key, Buffer.from('not msgpack at all'))
+    const third = store(thirdRedis)
+    afterAll(() => third.close())
+    expect((await third.get()).version).toBe(built.version)
+    expect(third.status()?.source).toBe('postgres')
   })
 })

@@ -1,8 +1,9 @@
 import type Redis from 'ioredis'
+import { Packr } from 'msgpackr'
 import type { Database } from '../../db/client'
 import type { Clock } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
-import { loadSnapshotSource, readFingerprint } from './repo'
+import { loadSnapshotSource, readFingerprint, type SnapshotSource } from './repo'
 import { PriceSnapshot } from './snapshot'
 
 /** How often a node compares the database's fingerprint with its snapshot's: the bound on staleness when a change message is lost. */
@@ -20,8 +21,17 @@ export async function publishSnapshotChanged(redis: Redis | undefined, logger: L
   }
 }
 
+/** Where a node keeps the rows of the snapshot it built from Postgres, for other nodes to start from. */
+export const snapshotCopyKey = (fingerprint: string) => `snapshot-source:${fingerprint}`
+/** A copy outlives a day of syncs; older ones are never read again (the fingerprint moved). */
+const COPY_TTL_SECONDS = 86_400
+// Records mode (key lists sent once per shape): only our own nodes read these copies.
+const copyPackr = new Packr({ useRecords: true })
+
 export interface SnapshotStatus {
   version: string
+  /** Where the last build read its rows: Postgres, or the msgpack copy another node left in Redis. */
+  source: 'postgres' | 'redis'
   built_at: string
   age_seconds: number
   build_ms: number
@@ -46,17 +56,48 @@ export interface SnapshotStore {
 export function snapshotStore(deps: { db: Database; redis: Redis | undefined; logger: Logger; clock: Clock; pollMs?: number }): SnapshotStore {
   let current: PriceSnapshot | undefined
   let buildMs = 0
+  let builtFrom: SnapshotStatus['source'] = 'postgres'
   let building: Promise<PriceSnapshot> | undefined
   let again = false
 
+  /** The rows another node read for this fingerprint, if it left a copy in Redis; undefined otherwise. */
+  async function readCopy(fingerprint: string): Promise<SnapshotSource | undefined> {
+    if (!deps.redis) return undefined
+    try {
+      const packed = await deps.redis.getBuffer(snapshotCopyKey(fingerprint))
+      if (!packed) return undefined
+      const source = copyPackr.unpack(packed) as SnapshotSource
+      if (source.fingerprint !== fingerprint || !Array.isArray(source.prices) || !Array.isArray(source.cards)) throw new Error('not a snapshot copy')
+      return source
+    } catch (error) {
+      deps.logger.warn({ err: error }, 'ignored an unreadable snapshot copy in Redis; reading Postgres')
+      return undefined
+    }
+  }
+
+  function writeCopy(source: SnapshotSource) {
+    deps.redis
+      ?.set(snapshotCopyKey(source.fingerprint), copyPackr.pack(source), 'EX', COPY_TTL_SECONDS)
+      .catch((error) => deps.logger.warn({ err: error }, 'could not leave a snapshot copy in Redis'))
+  }
+
   async function build(): Promise<PriceSnapshot> {
-    if (current && (await readFingerprint(deps.db)) === current.fingerprint) return current
     const started = performance.now()
-    const source = await loadSnapshotSource(deps.db)
+    const fingerprint = await readFingerprint(deps.db)
+    if (current && fingerprint === current.fingerprint) return current
+    // A node starting (or catching up) after another built this data reads its copy: one Redis
+    // read instead of four large Postgres reads.
+    const copy = await readCopy(fingerprint)
+    const source = copy ?? (await loadSnapshotSource(deps.db))
     const next = PriceSnapshot.build(source, deps.clock.now())
     buildMs = Math.round(performance.now() - started)
+    builtFrom = copy ? 'redis' : 'postgres'
+    if (!copy) writeCopy(source)
     if (next.version !== current?.version) {
-      deps.logger.info({ version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs }, 'price snapshot built')
+      deps.logger.info(
+        { version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs, source: builtFrom },
+        'price snapshot built',
+      )
     }
     current = next
     return next
@@ -105,6 +146,7 @@ export function snapshotStore(deps: { db: Database; redis: Redis | undefined; lo
       if (!current) return null
       return {
         version: current.version,
+        source: builtFrom,
         built_at: current.builtAt.toISOString(),
         age_seconds: Math.max(0, Math.round((deps.clock.now().getTime() - current.builtAt.getTime()) / 1000)),
         build_ms: buildMs,
