@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { parse } from 'csv-parse/sync'
+import { unpack } from 'msgpackr'
 import { type SQL, sql } from 'drizzle-orm'
 import { accountWithKey } from '../../../test/helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
@@ -254,5 +255,29 @@ describe('POST /v1/bulk/resolve/name', async () => {
     expect((await post('/v1/bulk/resolve/name', keys.pro, { names: [''] })).status).toBe(400)
     expect((await post('/v1/bulk/resolve/name', keys.pro, { names: ['x'.repeat(201)] })).status).toBe(400)
     expect((await post('/v1/bulk/resolve/name', keys.pro, { names: [] })).status).toBe(400)
+  })
+})
+
+describe('msgpack on the bulk endpoints', () => {
+  test('Accept: application/msgpack gives the JSON body msgpack-encoded, for reads and resolves alike', async () => {
+    const requests: [string, RequestInit][] = [
+      [`/v1/bulk/cards?ids=${cardIds.slice(0, 5).join(',')}`, {}],
+      [`/v1/bulk/history?ids=${cardIds.slice(0, 3).join(',')}&range=quarter`, {}],
+      ['/v1/bulk/resolve/marketplace', { method: 'POST', body: JSON.stringify({ ids: [1, 2, 3] }) }],
+    ]
+    for (const [path, init] of requests) {
+      const send = (accept: string) =>
+        server.get(path, { ...init, headers: { 'x-api-key': keys.business, 'content-type': 'application/json', accept } })
+      const json = await send('application/json')
+      expect(json.headers.get('content-type')).toStartWith('application/json')
+      expect(json.headers.get('vary')).toBe('Accept')
+      const packed = await send('application/msgpack')
+      expect(packed.status).toBe(200)
+      expect(packed.headers.get('content-type')).toBe('application/msgpack')
+      const { rate_limit: jsonLimit, ...jsonBody } = (await json.json()) as any
+      const { rate_limit: packedLimit, ...packedBody } = unpack(new Uint8Array(await packed.arrayBuffer()))
+      expect(packedBody).toEqual(jsonBody)
+      expect(packedLimit.daily_remaining).toBe(jsonLimit.daily_remaining - 1) // each costs 1 (3 resolves × 0.1 on Business)
+    }
   })
 })

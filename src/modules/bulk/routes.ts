@@ -6,6 +6,7 @@ import { authGuard, KEY_GUARD_ERRORS, rateLimitOf, withRateLimit } from '../auth
 import type { AuthRuntime } from '../auth/runtime'
 import { IdParams, PriceRow } from '../catalog/model'
 import { HistoryRow } from '../history/model'
+import { msgpackWhenAsked } from '../prices/respond'
 import {
   AmbiguousName,
   BulkCardsMeta,
@@ -25,6 +26,8 @@ import {
 } from './model'
 import { bulkCards, bulkHistory, EXPORT_COLUMNS, exportSet, resolveCost, resolveMarketplaceIds, resolveNames } from './service'
 
+const MSGPACK_NOTE = ' `Accept: application/msgpack` returns the same body msgpack-encoded.'
+
 const RESOLVE_LIMITS =
   'Per request at most Starter 100, Pro 500, Business 1,000 items (more is a 400); the request costs ceil(items × 1.0 / 0.5 / 0.1) ' +
   'credits of the daily quota instead of 1, and is refused with 429 when fewer are left.'
@@ -35,6 +38,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
     .use(models)
     .use(authGuard(auth))
     .model({ CardWithPrices, PriceRow })
+    .mapResponse(msgpackWhenAsked)
     .get('/v1/bulk/cards', ({ query }) => bulkCards(auth.db, query.ids), {
       apiKey: { needs: 'bulk_read' },
       query: BulkCardsQuery,
@@ -46,7 +50,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
       detail: {
         tags: ['Bulk'],
         summary: `Full cards with their prices, up to ${MAX_BULK_CARD_IDS} (Pro and Business)`,
-        description: 'One full Card with `prices` per distinct id, in the order asked; ids that name no card are in `meta.not_found`.',
+        description: 'One full Card with `prices` per distinct id, in the order asked; ids that name no card are in `meta.not_found`.' + MSGPACK_NOTE,
       },
     })
     .get(
@@ -72,7 +76,8 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
           summary: `Price history of up to ${MAX_BULK_HISTORY_IDS} cards (Business)`,
           description:
             '`range` month (30 days, default), quarter (90) or year (365), today included, clipped to the tier window as for one ' +
-            "card's history. Every known id is a key (an empty list when it has no points in the window); the others are in `meta.not_found`.",
+            "card's history. Every known id is a key (an empty list when it has no points in the window); the others are in `meta.not_found`." +
+            MSGPACK_NOTE,
         },
       },
     )
@@ -134,7 +139,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         detail: {
           tags: ['Bulk'],
           summary: 'Resolve marketplace product ids to cards (Starter and up)',
-          description: `Body \`{ ids: [...] }\`. Each id that names a card comes back with the full card and its prices. ${RESOLVE_LIMITS}`,
+          description: `Body \`{ ids: [...] }\`. Each id that names a card comes back with the full card and its prices. ${RESOLVE_LIMITS}${MSGPACK_NOTE}`,
         },
       },
     )
@@ -167,7 +172,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
             'aside is an exact match (score 1). Otherwise the most similar names are weighed (trigram similarity): the best is a ' +
             'fuzzy match when it scores at least 0.6 and leads the next by 0.1; when several cards fit about as well (reprints ' +
             'share a name) the name is reported in `ambiguous` with its candidates, never guessed. `game` (slug) limits the ' +
-            `candidates to one game: more accurate and faster; an unknown game is 404. ${RESOLVE_LIMITS}`,
+            `candidates to one game: more accurate and faster; an unknown game is 404. ${RESOLVE_LIMITS}${MSGPACK_NOTE}`,
         },
       },
     )

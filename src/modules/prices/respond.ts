@@ -35,6 +35,17 @@ export function wantsMsgpack(request: Request): boolean {
   return msgpack > 0 && msgpack >= weight(accept, 'application/json')
 }
 
+/**
+ * For routes that return plain objects: answers in msgpack when the request asks for it (after the
+ * guard added `rate_limit` and the response schema was checked), JSON otherwise; `Vary: Accept`
+ * either way. Use as `.mapResponse(msgpackWhenAsked)` before the routes.
+ */
+export function msgpackWhenAsked({ request, response, set }: { request: Request; response: unknown; set: { headers: Record<string, string | number> } }) {
+  set.headers.vary = 'Accept'
+  if (response === null || typeof response !== 'object' || response instanceof Response || !wantsMsgpack(request)) return
+  return new Response(packr.pack(response), { headers: { 'content-type': MSGPACK } })
+}
+
 /** Weak comparison (RFC 9110 §13.1.2): does If-None-Match name this entity tag? */
 function matchesIfNoneMatch(request: Request, etag: string): boolean {
   const header = request.headers.get('if-none-match')
