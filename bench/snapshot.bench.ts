@@ -1,0 +1,295 @@
+/**
+ * The in-process price snapshot on the `large` demo catalog: how long the service takes to build
+ * it and how much memory the process holds with it, then the three routes answered from it,
+ * `GET /v1/cards/:id/prices` (500 ids), `GET /v1/bulk/prices` (20 lists of 500 ids) and
+ * `GET /v1/prices/top-movers` (8 query variants), through the real service with the Redis quota
+ * store, each against a bare Bun.serve sending one of its responses (same bytes), each in its own
+ * process, measured by autocannon from this one, in the same run. Without a budget, the same bulk
+ * requests answered straight from PostgreSQL (bench/bulk-from-postgres-server.ts) show what the
+ * snapshot buys.
+ *
+ *   BENCH_LARGE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large \
+ *   BENCH_REDIS_URL=redis://127.0.0.1:6379 bun bench/snapshot.bench.ts
+ *
+ * Seeds the `large` demo catalog on its first run (about 15 minutes). Exits 1 if a budget fails.
+ *
+ * autocannon runs in this process, on the same cores as the service, the yardstick, PostgreSQL and
+ * Redis (2 on the machines so far): the bare Bun.serve figure is bounded by autocannon as much as
+ * by the server, which is why budgets are ratios taken in the same run.
+ */
+import { readFileSync, rmSync } from 'node:fs'
+import { cpus, loadavg, totalmem } from 'node:os'
+import autocannon from 'autocannon'
+import { like, sql } from 'drizzle-orm'
+import Redis from 'ioredis'
+import { openPostgres } from '../src/db/client'
+import { accounts } from '../src/db/schema'
+import { createAccount } from '../src/modules/auth/accounts'
+import { createKey } from '../src/modules/auth/keys'
+import { TIER_POLICY } from '../src/modules/auth/tiers'
+import { spawnUntilListening } from '../test/helpers/process'
+import { prepareBenchDatabase } from './database'
+
+const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
+/** A fixed count per measured run, on a fresh Business account: never near the quota. */
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000)
+const WARMUP_REQUESTS = 5_000
+const CONNECTIONS = 50
+if (REQUESTS + WARMUP_REQUESTS > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
+const REDIS_PREFIX = `tcg:bench:${process.pid}:`
+const EMAIL_PREFIX = `bench-snapshot-${process.pid}-`
+/** DESIGN section 6: snapshot rebuild for 500k printings ≤ 3 s, RSS ≤ 600 MB. */
+const BUILD_BUDGET_MS = 3_000
+const BUILD_BUDGET_PRINTINGS = 500_000
+const RSS_BUDGET_MB = 600
+const BULK_LISTS = 20
+const BULK_IDS = 500
+
+console.error('preparing the database')
+const postgresVersion = await prepareBenchDatabase(DATABASE_URL, 'large')
+console.error('database ready')
+const database = await openPostgres(DATABASE_URL, { max: 2 })
+const select = async <T>(query: ReturnType<typeof sql>) => (await database.db.execute(query)) as unknown as T[]
+const [counts] = await select<{ games: number; sets: number; cards: number; printings: number }>(
+  sql`select (select count(*)::int from games) as games, (select count(*)::int from sets) as sets,
+             (select count(*)::int from cards) as cards, (select count(*)::int from card_prices) as printings`,
+)
+// Ids spread over the whole table: 500 for card prices, and 20 disjoint lists of 500 for bulk prices.
+const cardIds = (await select<{ id: number }>(sql`select id from cards order by random() limit 500`)).map((r) => r.id)
+const bulkIds = (await select<{ id: number }>(sql`select id from cards order by random() limit ${BULK_LISTS * BULK_IDS}`)).map((r) => r.id)
+const bulkPaths = Array.from({ length: BULK_LISTS }, (_, i) => `/v1/bulk/prices?ids=${bulkIds.slice(i * BULK_IDS, (i + 1) * BULK_IDS).join(',')}`)
+// The game with the most cards, and one with fewer, for the game filter.
+const gameSlugs = (await select<{ slug: string }>(sql`select g.slug from games g join cards c on c.game_id = g.id group by g.slug order by count(*) desc limit 3`)).map(
+  (r) => r.slug,
+)
+const moverPaths = [
+  '/v1/prices/top-movers?period=24h',
+  '/v1/prices/top-movers?period=7d&direction=down',
+  `/v1/prices/top-movers?game=${gameSlugs[0]}&limit=50`,
+  `/v1/prices/top-movers?game=${gameSlugs.at(-1)}&period=30d`,
+  '/v1/prices/top-movers?type=Sealed%20Products',
+  '/v1/prices/top-movers?printing=Foil',
+  '/v1/prices/top-movers?printing=Holofoil&direction=down&limit=50',
+  '/v1/prices/top-movers?period=30d&direction=down&type=Cards',
+]
+
+/**
+ * Budgets as data (DESIGN section 6), all at 50 connections. `minRatio` is the service's req/s
+ * over the bare Bun.serve's, sending a body of the same size, in the same run.
+ */
+interface Scenario {
+  name: string
+  paths: string[]
+  minRatio?: number
+  p99Ms?: number
+  /** Measured against this server instead of the service, without a key and without a yardstick. */
+  server?: 'postgres'
+}
+const SCENARIOS: Scenario[] = [
+  { name: 'GET /v1/cards/:id/prices', paths: cardIds.map((id) => `/v1/cards/${id}/prices`), minRatio: 0.5, p99Ms: 10 },
+  { name: 'GET /v1/bulk/prices', paths: bulkPaths, minRatio: 0.6, p99Ms: 20 },
+  { name: 'GET /v1/prices/top-movers', paths: moverPaths, minRatio: 0.5 },
+  { name: 'GET /v1/bulk/prices straight from PostgreSQL', paths: bulkPaths, server: 'postgres' },
+]
+
+/** `BENCH_ONLY=movers` runs only the scenarios whose name ends with it (prices, bulk/prices, top-movers, PostgreSQL). */
+const ONLY = process.env.BENCH_ONLY
+
+let accountsMade = 0
+async function freshKey(): Promise<string> {
+  const account = await createAccount(database.db, { email: `${EMAIL_PREFIX}${++accountsMade}@example.com`, password: 'bench password', tier: 'business' })
+  return (await createKey(database.db, account, 'bench')).key
+}
+
+interface Run {
+  result: autocannon.Result
+  /** Requests over the time from the start to the last response. */
+  rps: number
+  /** requests.total / duration, as catalog-keyed.bench.ts computes it (see `load`). */
+  autocannonRps: number
+}
+
+/**
+ * `amount` requests cycling through `paths`; autocannon reports whole milliseconds. No
+ * If-None-Match: full responses. With `amount`, autocannon only notices it is done on its
+ * one-second tick, so its `duration` is the run's length rounded up to whole seconds (20,000
+ * requests in 2.3 s read as 6,645 req/s instead of 8,700): every run of a few seconds reads slow by
+ * up to a second, and the ratio moves by whichever run lost more. req/s is therefore timed here,
+ * from the start to the last response; autocannon's figure is printed beside it.
+ */
+function load(base: string, paths: string[], amount: number, key?: string) {
+  let next = 0
+  let last = 0
+  const started = performance.now()
+  return new Promise<Run>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: base,
+        connections: CONNECTIONS,
+        amount,
+        headers: key ? { 'x-api-key': key } : {},
+        requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length]! }) }],
+      },
+      (error, result) => {
+        if (error) return reject(error)
+        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+          return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
+        }
+        resolve({ result, rps: result.requests.total / ((last - started) / 1000), autocannonRps: result.requests.total / result.duration })
+      },
+    )
+    instance.on('response', () => {
+      last = performance.now()
+    })
+  })
+}
+
+/** VmRSS and VmHWM (peak) of a process, in MB. */
+function memoryOf(pid: number): { rss: number; peak: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN)
+  return { rss: kb('VmRSS') / 1024, peak: kb('VmHWM') / 1024 }
+}
+
+const BULK_FIELDS = ['card_id', 'market_price', 'low_price', 'foil_market_price', 'price_change_24h', 'last_updated_at'] as const
+const bulkRows = (body: { data: Record<string, unknown>[] }) => JSON.stringify(body.data.map((row) => BULK_FIELDS.map((field) => row[field])))
+
+console.error('starting the service')
+const loadBefore = loadavg()
+const rows: string[] = []
+const comparison: { snapshot?: Run; postgres?: Run } = {}
+let failed = false
+const app = await spawnUntilListening(['src/index.ts'], {
+  ...process.env,
+  DATABASE_URL,
+  REDIS_URL,
+  REDIS_KEY_PREFIX: REDIS_PREFIX,
+  PORT: '0',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'info', // the 'listening' line is an info log, and so is 'price snapshot built'
+})
+const builtLog = app.lines.find((line) => line.msg === 'price snapshot built')
+type SnapshotStatus = { build_ms: number; cards: number; prices: number } | null
+let snapshot: SnapshotStatus = null
+let afterBuild = { rss: Number.NaN, peak: Number.NaN }
+let afterLoad = afterBuild
+try {
+  ;({ snapshot } = (await (await fetch(`${app.url}/ready`)).json()) as { snapshot: SnapshotStatus })
+  if (!snapshot) throw new Error('/ready reports no snapshot')
+  afterBuild = memoryOf(app.child.pid)
+  for (const scenario of SCENARIOS.filter((s) => !ONLY || s.name.endsWith(ONLY))) {
+    console.error(`${scenario.name}: preparing`)
+    if (scenario.server === 'postgres') {
+      const pg = await spawnUntilListening(['bench/bulk-from-postgres-server.ts', '0'], { ...process.env, DATABASE_URL })
+      try {
+        // The same rows as the service's, or the comparison is not like for like.
+        const key = await freshKey()
+        const [fromService, fromPostgres] = await Promise.all([
+          fetch(app.url + scenario.paths[0], { headers: { 'x-api-key': key } }).then((r) => r.json()),
+          fetch(pg.url + scenario.paths[0]).then((r) => r.json()),
+        ])
+        if (bulkRows(fromService as never) !== bulkRows(fromPostgres as never)) throw new Error('PostgreSQL bulk rows differ from the service’s')
+        await load(pg.url, scenario.paths, WARMUP_REQUESTS)
+        const run = await load(pg.url, scenario.paths, REQUESTS)
+        comparison.postgres = run
+        rows.push(
+          `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | - | ${run.result.latency.p50} | ${run.result.latency.p99} | ${Math.round(run.rps)} | - | - | - | (none) | | ${Math.round(run.autocannonRps)} / - |`,
+        )
+      } finally {
+        pg.child.kill()
+      }
+      continue
+    }
+    const key = await freshKey()
+    for (const path of scenario.paths.length <= 20 ? scenario.paths : []) {
+      const response = await fetch(app.url + path, { headers: { 'x-api-key': key } })
+      if (response.status !== 200) throw new Error(`${path}: ${response.status} ${await response.text()}`)
+    }
+    // The yardstick sends one of this scenario's responses, so both move the same bytes.
+    const sample = await fetch(app.url + scenario.paths[0], { headers: { 'x-api-key': key } })
+    if (sample.status !== 200) throw new Error(`${scenario.name}: ${sample.status} ${await sample.text()}`)
+    const body = await sample.arrayBuffer()
+    const bodyFile = `/tmp/tcg-bench-${process.pid}-${rows.length}.json`
+    await Bun.write(bodyFile, body)
+    const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
+    try {
+      await load(baseline.url, ['/'], WARMUP_REQUESTS)
+      const bare = await load(baseline.url, ['/'], REQUESTS)
+      console.error(`${scenario.name}: baseline done, loading the service`)
+      await load(app.url, scenario.paths, WARMUP_REQUESTS, key)
+      const ours = await load(app.url, scenario.paths, REQUESTS, key)
+      if (scenario.name === 'GET /v1/bulk/prices') comparison.snapshot = ours
+      // req/s over the whole run, timed here (see `load`): autocannon's per-second average misreads runs of a few seconds.
+      const ratio = ours.rps / bare.rps
+      const pass =
+        (scenario.minRatio === undefined || ratio >= scenario.minRatio) && (scenario.p99Ms === undefined || ours.result.latency.p99 <= scenario.p99Ms)
+      failed ||= !pass
+      const budget = [scenario.minRatio !== undefined && `≥ ${scenario.minRatio.toFixed(2)} × bare`, scenario.p99Ms !== undefined && `p99 ≤ ${scenario.p99Ms} ms`]
+        .filter(Boolean)
+        .join(', ')
+      rows.push(
+        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${body.byteLength} | ${ours.result.latency.p50} | ${ours.result.latency.p99} | ${Math.round(ours.rps)} | ` +
+          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ratio.toFixed(2)} | ${budget} | ${pass ? 'PASS' : 'FAIL'} | ` +
+          `${Math.round(ours.autocannonRps)} / ${Math.round(bare.autocannonRps)} (${(ours.autocannonRps / bare.autocannonRps).toFixed(2)}) |`,
+      )
+    } finally {
+      baseline.child.kill()
+      rmSync(bodyFile, { force: true })
+    }
+  }
+  afterLoad = memoryOf(app.child.pid)
+} finally {
+  app.child.kill()
+  await app.child.exited
+  await database.db.delete(accounts).where(like(accounts.email, `${EMAIL_PREFIX}%`))
+  await database.close()
+  const redis = new Redis(REDIS_URL)
+  const keys = await redis.keys(`${REDIS_PREFIX}*`)
+  if (keys.length > 0) await redis.del(...keys)
+  redis.disconnect()
+}
+
+// Snapshot build, judged by linear extrapolation from this catalog's printings to DESIGN's 500k.
+const built = snapshot!
+const printings = built.prices
+const buildMs = built.build_ms
+const extrapolatedMs = (buildMs * BUILD_BUDGET_PRINTINGS) / printings
+const buildPass = extrapolatedMs <= BUILD_BUDGET_MS
+const rssMb = Math.max(afterBuild.rss, afterLoad.rss)
+const rssPass = rssMb <= RSS_BUDGET_MB
+failed ||= !buildPass || !rssPass
+
+const load1 = (l: number[]) => l.map((n) => n.toFixed(2)).join(' ')
+const mb = (n: number) => `${Math.round(n)} MB`
+console.log(
+  `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
+    `demo catalog at ${new URL(DATABASE_URL).pathname.slice(1)} (${counts!.games} games, ${counts!.sets} sets, ${counts!.cards} cards, ${counts!.printings} printings), ` +
+    `Redis quota store, load average ${load1(loadBefore)} before / ${load1(loadavg())} after, ` +
+    `${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up, latency in ms (autocannon: whole ms), autocannon in this process on the same cores\n`,
+)
+console.log('| measure | value | budget | result |')
+console.log('|---|---|---|---|')
+console.log(
+  `| snapshot build at start (/ready build_ms; log line ${builtLog?.ms ?? '?'} ms) | ${buildMs} ms for ${built.cards} cards, ${printings} printings | | |`,
+)
+console.log(
+  `| snapshot build, linear to ${BUILD_BUDGET_PRINTINGS} printings | ${Math.round(extrapolatedMs)} ms (${buildMs} × ${BUILD_BUDGET_PRINTINGS} / ${printings}) | ≤ ${BUILD_BUDGET_MS} ms | ${buildPass ? 'PASS' : 'FAIL'} |`,
+)
+console.log(`| service RSS after the build | ${mb(afterBuild.rss)} (peak so far ${mb(afterBuild.peak)}) | ≤ ${RSS_BUDGET_MB} MB | ${afterBuild.rss <= RSS_BUDGET_MB ? 'PASS' : 'FAIL'} |`)
+console.log(`| service RSS after the load | ${mb(afterLoad.rss)} (peak ${mb(afterLoad.peak)}) | ≤ ${RSS_BUDGET_MB} MB | ${afterLoad.rss <= RSS_BUDGET_MB ? 'PASS' : 'FAIL'} |`)
+console.log('')
+console.log(
+  '| path | connections | distinct requests | sample body bytes | p50 | p99 | req/s | bare Bun.serve req/s | bare p99 | ratio | budget | result | req/s by autocannon duration, ours / bare (ratio) |',
+)
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+for (const row of rows) console.log(row)
+if (comparison.snapshot && comparison.postgres) {
+  const { snapshot: fromSnapshot, postgres } = comparison
+  console.log(
+    `\nBulk prices, ${BULK_IDS} ids: from the snapshot (key + Redis quota) ${Math.round(fromSnapshot.rps)} req/s, p99 ${fromSnapshot.result.latency.p99} ms; ` +
+      `straight from PostgreSQL (bare Bun.serve, no key) ${Math.round(postgres.rps)} req/s, p99 ${postgres.result.latency.p99} ms: ` +
+      `${(fromSnapshot.rps / postgres.rps).toFixed(1)}× the throughput, ${(postgres.result.latency.p99 / Math.max(1, fromSnapshot.result.latency.p99)).toFixed(1)}× shorter p99.`,
+  )
+}
+process.exit(failed ? 1 : 0)
