@@ -10,6 +10,40 @@ const MAX_ID = 2147483647
  * naming the parameter and the rule.
  */
 export function parseIdList(raw: string, max: number, field = 'ids'): number[] {
+  return plainIdList(raw, max) ?? checkedIdList(raw, max, field)
+}
+
+/**
+ * The common case, digits and commas only, in one pass over the characters (a 500-id list costs
+ * a few µs instead of about 40 with split, trim and a regex per item). Anything unusual, a space,
+ * an error or too many items, is left to checkedIdList, which accepts or words the refusal.
+ */
+function plainIdList(raw: string, max: number): number[] | undefined {
+  const ids: number[] = []
+  const seen = new Set<number>()
+  let items = 0
+  let value = 0
+  let digits = 0
+  for (let i = 0; i <= raw.length; i++) {
+    const code = i < raw.length ? raw.charCodeAt(i) : 44 // the end closes the last item like a comma
+    if (code >= 48 && code <= 57) {
+      if (digits === 0 && code === 48) return undefined
+      value = value * 10 + (code - 48)
+      if (++digits > 10) return undefined
+      continue
+    }
+    if (code !== 44 || digits === 0 || value > MAX_ID || ++items > max) return undefined
+    if (!seen.has(value)) {
+      seen.add(value)
+      ids.push(value)
+    }
+    value = 0
+    digits = 0
+  }
+  return ids
+}
+
+function checkedIdList(raw: string, max: number, field: string): number[] {
   const refuse = (problem: string) => {
     const message = `must be 1 to ${max} comma-separated card ids (positive integers up to ${MAX_ID})`
     return new AppError('INVALID_PARAMETER', `Invalid query: '${field}' ${message}; ${problem}`, [{ field, message }])

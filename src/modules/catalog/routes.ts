@@ -138,9 +138,9 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     })
     .get(
       '/v1/cards/:id/prices',
-      async ({ request, params, query }) => {
+      async (context) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(request, snapshot, getCardPrices(snapshot, params.id, query.printing), { msgpack: false })
+        return snapshotResponse(context, snapshot, getCardPrices(snapshot, context.params.id, context.query.printing), { msgpack: false })
       },
       {
         apiKey: { needs: 'catalog' },

@@ -7,6 +7,7 @@ import type { PriceSnapshot } from '../snapshot/snapshot'
 const packr = new Packr({ useRecords: false })
 
 export const MSGPACK = 'application/msgpack'
+const DATA_OPENING = Buffer.from('{"data":')
 
 /**
  * The 304 every snapshot-backed route may answer. An empty string rather than Type.Void, which
@@ -57,8 +58,8 @@ function matchesIfNoneMatch(request: Request, etag: string): boolean {
 
 export interface SnapshotBody<Data> {
   data: Data
-  /** `data` already serialised, when the snapshot keeps it that way. */
-  dataJson?: string
+  /** `data` already serialised (as UTF-8 bytes or a string), when the snapshot keeps it that way. */
+  dataJson?: string | Uint8Array
   meta?: object
 }
 
@@ -69,12 +70,24 @@ export interface SnapshotBody<Data> {
  * msgpack on request where `msgpack` is allowed. The body carries `rate_limit` like any key-guarded
  * route's (the guard adds it to plain objects only).
  */
-export function snapshotResponse<Data>(request: Request, snapshot: PriceSnapshot, body: SnapshotBody<Data>, options: { msgpack: boolean }) {
+export function snapshotResponse<Data>(
+  context: { request: Request; set: { headers: Record<string, string | number> } },
+  snapshot: PriceSnapshot,
+  body: SnapshotBody<Data>,
+  options: { msgpack: boolean },
+) {
+  const { request, set } = context
   const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
   const pathAndQuery = request.url.slice(request.url.indexOf('/', request.url.indexOf('//') + 2))
   const etag = `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQuery}`).toString(36)}"`
   const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
   if (options.msgpack) headers.vary = 'Accept'
+  // The guard's X-RateLimit-* headers travel in this Response: Elysia copies a returned Response
+  // into a new one whenever `set.headers` is not empty, an extra pass over the body.
+  for (const [name, value] of Object.entries(set.headers)) {
+    headers[name] = String(value)
+    delete set.headers[name]
+  }
   if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
   const rateLimit = rateLimitOf(request)
   if (format === 'msgpack') {
@@ -83,6 +96,8 @@ export function snapshotResponse<Data>(request: Request, snapshot: PriceSnapshot
   }
   headers['content-type'] = 'application/json'
   const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
-  const json = `{"data":${body.dataJson ?? JSON.stringify(body.data)}${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
-  return new Response(json, { headers })
+  const rest = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
+  const data = body.dataJson ?? JSON.stringify(body.data)
+  if (typeof data === 'string') return new Response(`{"data":${data}${rest}`, { headers })
+  return new Response(Buffer.concat([DATA_OPENING, data, Buffer.from(rest)]), { headers })
 }

@@ -29,9 +29,9 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     .model({ BulkPriceRow, TopMoverRow, PriceRow })
     .get(
       '/v1/bulk/prices',
-      async ({ request, query }) => {
+      async (context) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(request, snapshot, bulkPrices(snapshot, query.ids), { msgpack: true })
+        return snapshotResponse(context, snapshot, bulkPrices(snapshot, context.query.ids), { msgpack: true })
       },
       {
         apiKey: { needs: 'bulk_read' },
@@ -56,9 +56,9 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     )
     .get(
       '/v1/prices/top-movers',
-      async ({ request, query }) => {
+      async (context) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(request, snapshot, topMovers(snapshot, query), { msgpack: false })
+        return snapshotResponse(context, snapshot, topMovers(snapshot, context.query), { msgpack: false })
       },
       {
         apiKey: { needs: 'catalog' },
@@ -83,9 +83,9 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     )
     .get(
       '/v1/prices/changes',
-      async ({ request, query }) => {
+      async (context) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(request, snapshot, priceChanges(snapshot, query), { msgpack: true })
+        return snapshotResponse(context, snapshot, priceChanges(snapshot, context.query), { msgpack: true })
       },
       {
         apiKey: { needs: 'bulk_read' },

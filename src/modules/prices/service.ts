@@ -1,6 +1,6 @@
 import { AppError, notFound } from '../../shared/errors'
 import { parseIdList } from '../../shared/id-list'
-import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
+import type { ChangePosition, PriceSnapshot, SnapshotCard } from '../snapshot/snapshot'
 import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
 
 function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {
@@ -15,20 +15,17 @@ const snapshotMeta = (snapshot: PriceSnapshot) => ({ snapshot_version: snapshot.
 /** Bulk price rows for the ids, in request order, from the snapshot's ready-made JSON; unknown ids in `meta.not_found`. */
 export function bulkPrices(snapshot: PriceSnapshot, rawIds: string) {
   const ids = parseIdList(rawIds, MAX_BULK_PRICE_IDS)
-  const data: BulkPriceRow[] = []
-  const json: string[] = []
+  const cards: SnapshotCard[] = []
   const missing: number[] = []
   for (const id of ids) {
     const card = snapshot.card(id)
-    if (!card) missing.push(id)
-    else {
-      data.push(card.bulk)
-      json.push(card.bulkJson)
-    }
+    if (card) cards.push(card)
+    else missing.push(id)
   }
+  const data: BulkPriceRow[] = cards.map((card) => card.bulk)
   return {
     data,
-    dataJson: `[${json.join(',')}]`,
+    dataJson: snapshot.bulkRowsJson(cards),
     meta: { requested: ids.length, found: data.length, not_found: missing, ...snapshotMeta(snapshot) },
   }
 }

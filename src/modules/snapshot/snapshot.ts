@@ -19,8 +19,9 @@ export interface SnapshotCard {
   /** The spec's Price objects, primary printing first (DESIGN decision 3). */
   prices: Price[]
   bulk: BulkPriceRow
-  /** `bulk` serialised once at build time: a bulk response is a join of these. */
-  bulkJson: string
+  /** Where `bulk`, serialised once at build time, lies in the snapshot's bulk buffer. */
+  bulkStart: number
+  bulkEnd: number
 }
 
 export interface MoverFilter {
@@ -62,6 +63,8 @@ export class PriceSnapshot {
   readonly asOf: string | null
   private readonly cards: Map<number, SnapshotCard>
   private readonly gamesBySlug: Map<string, number>
+  /** Every card's Bulk price row as UTF-8 JSON, back to back (see SnapshotCard.bulkStart). */
+  private readonly bulkBuffer: Buffer
   /** Per period, direction, game (or '*') and product type (or '*'): price rows, biggest move first. */
   private readonly movers: Map<string, Price[]>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
@@ -74,6 +77,7 @@ export class PriceSnapshot {
     parts: {
       cards: Map<number, SnapshotCard>
       gamesBySlug: Map<string, number>
+      bulkBuffer: Buffer
       movers: Map<string, Price[]>
       changes: Map<number | '*', Price[]>
       priceCount: number
@@ -82,6 +86,7 @@ export class PriceSnapshot {
   ) {
     this.cards = parts.cards
     this.gamesBySlug = parts.gamesBySlug
+    this.bulkBuffer = parts.bulkBuffer
     this.movers = parts.movers
     this.changes = parts.changes
     this.cardCount = parts.cards.size
@@ -106,7 +111,8 @@ export class PriceSnapshot {
         imageUrl: row.imageUrl,
         prices: [],
         bulk: undefined as never,
-        bulkJson: '',
+        bulkStart: 0,
+        bulkEnd: 0,
       })
     }
     let asOf: string | null = null
@@ -115,6 +121,8 @@ export class PriceSnapshot {
       cards.get(row.cardId)?.prices.push(price)
       if (asOf === null || price.last_updated_at > asOf) asOf = price.last_updated_at
     }
+    const bulkJson: string[] = []
+    let bulkBytes = 0
     const orders = new Map<number, (a: string, b: string) => number>()
     for (const card of cards.values()) {
       let order = orders.get(card.gameId)
@@ -130,11 +138,16 @@ export class PriceSnapshot {
         price_change_24h: primary?.price_change_24h ?? null,
         last_updated_at: primary?.last_updated_at ?? null,
       }
-      card.bulkJson = JSON.stringify(card.bulk)
+      const json = JSON.stringify(card.bulk)
+      card.bulkStart = bulkBytes
+      bulkBytes += Buffer.byteLength(json)
+      card.bulkEnd = bulkBytes
+      bulkJson.push(json)
     }
     return new PriceSnapshot(versionOf(source.fingerprint), builtAt, source.fingerprint, {
       cards,
       gamesBySlug: new Map(source.games.map((game) => [game.slug, game.id])),
+      bulkBuffer: Buffer.from(bulkJson.join('')),
       movers: buildMovers(cards),
       changes: buildChanges(cards),
       priceCount: source.prices.length,
@@ -144,6 +157,26 @@ export class PriceSnapshot {
 
   card(id: number): SnapshotCard | undefined {
     return this.cards.get(id)
+  }
+
+  /**
+   * A JSON array of these cards' Bulk price rows as bytes, copied from the serialised rows: no
+   * serialising and no UTF-8 encoding per request (500 rows take a few µs).
+   */
+  bulkRowsJson(cards: SnapshotCard[]): Uint8Array {
+    let length = 2 + Math.max(0, cards.length - 1)
+    for (const card of cards) length += card.bulkEnd - card.bulkStart
+    const out = Buffer.allocUnsafe(length)
+    let at = 0
+    out[at++] = 0x5b // [
+    for (let i = 0; i < cards.length; i++) {
+      const card = cards[i]!
+      if (i > 0) out[at++] = 0x2c // ,
+      // Buffer.copy, not set(subarray()): a view per row was half of this function's time.
+      at += this.bulkBuffer.copy(out, at, card.bulkStart, card.bulkEnd)
+    }
+    out[at] = 0x5d // ]
+    return out
   }
 
   /** The game's id, or undefined when no game has the slug. */
