@@ -11,15 +11,11 @@
  */
 import { cpus, loadavg, totalmem } from 'node:os'
 import autocannon from 'autocannon'
-import { like, sql } from 'drizzle-orm'
-import Redis from 'ioredis'
+import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
-import { accounts } from '../src/db/schema'
-import { createAccount } from '../src/modules/auth/accounts'
-import { createKey } from '../src/modules/auth/keys'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { prepareBenchDatabase } from './database'
+import { benchAccounts, prepareBenchDatabase } from './database'
 
 const DATABASE_URL = process.env.BENCH_MEDIUM_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_medium'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -27,8 +23,6 @@ const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000)
 const WARMUP_REQUESTS = 5_000
 if (REQUESTS + WARMUP_REQUESTS > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
-const REDIS_PREFIX = `tcg:bench:${process.pid}:`
-const EMAIL_PREFIX = `bench-catalog-${process.pid}-`
 
 console.error('preparing the database')
 const postgresVersion = await prepareBenchDatabase(DATABASE_URL, 'medium')
@@ -61,11 +55,7 @@ const SCENARIOS: { name: string; paths: string[]; connections: number; p99Ms?: n
 /** `BENCH_ONLY=history` runs only the scenarios whose path ends with it. */
 const ONLY = process.env.BENCH_ONLY
 
-let accountsMade = 0
-async function freshKey(): Promise<string> {
-  const account = await createAccount(database.db, { email: `${EMAIL_PREFIX}${++accountsMade}@example.com`, password: 'bench password', tier: 'business' })
-  return (await createKey(database.db, account, 'bench')).key
-}
+const { freshKey, redisPrefix, cleanup } = benchAccounts(database.db, 'catalog')
 
 /** `amount` requests cycling through `paths`; autocannon reports whole milliseconds. */
 function load(base: string, paths: string[], amount: number, connections: number, key?: string) {
@@ -98,7 +88,7 @@ const app = await spawnUntilListening(['src/index.ts'], {
   ...process.env,
   DATABASE_URL,
   REDIS_URL,
-  REDIS_KEY_PREFIX: REDIS_PREFIX,
+  REDIS_KEY_PREFIX: redisPrefix,
   PORT: '0',
   HOST: '127.0.0.1',
   LOG_LEVEL: 'info', // the 'listening' line is an info log
@@ -134,12 +124,8 @@ try {
 } finally {
   app.child.kill()
   await app.child.exited
-  await database.db.delete(accounts).where(like(accounts.email, `${EMAIL_PREFIX}%`))
+  await cleanup(REDIS_URL)
   await database.close()
-  const redis = new Redis(REDIS_URL)
-  const keys = await redis.keys(`${REDIS_PREFIX}*`)
-  if (keys.length > 0) await redis.del(...keys)
-  redis.disconnect()
 }
 
 const load1 = (l: number[]) => l.map((n) => n.toFixed(2)).join(' ')

@@ -1,4 +1,10 @@
+import { like } from 'drizzle-orm'
+import Redis from 'ioredis'
 import postgres from 'postgres'
+import type { Database } from '../src/db/client'
+import { accounts } from '../src/db/schema'
+import { createAccount } from '../src/modules/auth/accounts'
+import { createKey } from '../src/modules/auth/keys'
 import { ROOT } from '../test/helpers/process'
 
 /**
@@ -24,4 +30,28 @@ export async function prepareBenchDatabase(databaseUrl: string, scale = 'small')
   const stderr = await new Response(seed.stderr).text()
   if (code !== 0 && !stderr.includes('already has data')) throw new Error(`seeding failed: ${stderr}`)
   return server_version
+}
+
+/**
+ * A bench run's Business keys (a fresh account each, so no run nears a quota) and the Redis key
+ * prefix its service uses; `cleanup` removes the accounts and the Redis counters afterwards.
+ */
+export function benchAccounts(db: Database, name: string) {
+  const emailPrefix = `bench-${name}-${process.pid}-`
+  const redisPrefix = `tcg:bench:${process.pid}:`
+  let made = 0
+  return {
+    redisPrefix,
+    async freshKey(): Promise<string> {
+      const account = await createAccount(db, { email: `${emailPrefix}${++made}@example.com`, password: 'bench password', tier: 'business' })
+      return (await createKey(db, account, 'bench')).key
+    },
+    async cleanup(redisUrl: string) {
+      await db.delete(accounts).where(like(accounts.email, `${emailPrefix}%`))
+      const redis = new Redis(redisUrl)
+      const keys = await redis.keys(`${redisPrefix}*`)
+      if (keys.length > 0) await redis.del(...keys)
+      redis.disconnect()
+    },
+  }
 }

@@ -20,15 +20,11 @@
 import { readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
 import autocannon from 'autocannon'
-import { like, sql } from 'drizzle-orm'
-import Redis from 'ioredis'
+import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
-import { accounts } from '../src/db/schema'
-import { createAccount } from '../src/modules/auth/accounts'
-import { createKey } from '../src/modules/auth/keys'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { prepareBenchDatabase } from './database'
+import { benchAccounts, prepareBenchDatabase } from './database'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -37,8 +33,6 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 20_000)
 const WARMUP_REQUESTS = 5_000
 const CONNECTIONS = 50
 if (REQUESTS + WARMUP_REQUESTS > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
-const REDIS_PREFIX = `tcg:bench:${process.pid}:`
-const EMAIL_PREFIX = `bench-snapshot-${process.pid}-`
 /** DESIGN section 6: snapshot rebuild for 500k printings ≤ 3 s, RSS ≤ 600 MB. */
 const BUILD_BUDGET_MS = 3_000
 const BUILD_BUDGET_PRINTINGS = 500_000
@@ -96,11 +90,7 @@ const SCENARIOS: Scenario[] = [
 /** `BENCH_ONLY=movers` runs only the scenarios whose name ends with it (prices, bulk/prices, top-movers, PostgreSQL). */
 const ONLY = process.env.BENCH_ONLY
 
-let accountsMade = 0
-async function freshKey(): Promise<string> {
-  const account = await createAccount(database.db, { email: `${EMAIL_PREFIX}${++accountsMade}@example.com`, password: 'bench password', tier: 'business' })
-  return (await createKey(database.db, account, 'bench')).key
-}
+const { freshKey, redisPrefix, cleanup } = benchAccounts(database.db, 'snapshot')
 
 interface Run {
   result: autocannon.Result
@@ -164,7 +154,7 @@ const app = await spawnUntilListening(['src/index.ts'], {
   ...process.env,
   DATABASE_URL,
   REDIS_URL,
-  REDIS_KEY_PREFIX: REDIS_PREFIX,
+  REDIS_KEY_PREFIX: redisPrefix,
   PORT: '0',
   HOST: '127.0.0.1',
   LOG_LEVEL: 'info', // the 'listening' line is an info log, and so is 'price snapshot built'
@@ -242,12 +232,8 @@ try {
 } finally {
   app.child.kill()
   await app.child.exited
-  await database.db.delete(accounts).where(like(accounts.email, `${EMAIL_PREFIX}%`))
+  await cleanup(REDIS_URL)
   await database.close()
-  const redis = new Redis(REDIS_URL)
-  const keys = await redis.keys(`${REDIS_PREFIX}*`)
-  if (keys.length > 0) await redis.del(...keys)
-  redis.disconnect()
 }
 
 // Snapshot build, judged by linear extrapolation from this catalog's printings to DESIGN's 500k.

@@ -9,7 +9,7 @@ import * as catalogRepo from '../catalog/repo'
 import { toCard, toPrice, toPriceRow } from '../catalog/service'
 import type { HistoryRow } from '../history/model'
 import * as historyRepo from '../history/repo'
-import { historyWindow } from '../history/service'
+import { historyWindow, windowMeta } from '../history/service'
 import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS } from './model'
 import * as repo from './repo'
 
@@ -61,12 +61,7 @@ export async function bulkHistory(
   return {
     data,
     meta: {
-      range: window.range,
-      days: window.days,
-      from: window.from,
-      to: window.to,
-      clipped_to_tier: window.clippedToTier,
-      tier_history_days: window.tierDays,
+      ...windowMeta(window),
       requested: ids.length,
       found: found.size,
       not_found: ids.filter((id) => !found.has(id)),

@@ -85,17 +85,18 @@ export async function getHistory(
     from: window.from ?? undefined,
     to: window.to,
   })
+  return { data, meta: { ...windowMeta(window), count: data.length } }
+}
+
+/** `meta`'s account of the window applied (DESIGN decision 6). */
+export function windowMeta(window: HistoryWindow): Omit<HistoryMeta, 'count'> {
   return {
-    data,
-    meta: {
-      range: window.range,
-      days: window.days,
-      from: window.from,
-      to: window.to,
-      clipped_to_tier: window.clippedToTier,
-      tier_history_days: window.tierDays,
-      count: data.length,
-    },
+    range: window.range,
+    days: window.days,
+    from: window.from,
+    to: window.to,
+    clipped_to_tier: window.clippedToTier,
+    tier_history_days: window.tierDays,
   }
 }
 
