@@ -42,8 +42,8 @@ export interface ChangePosition {
 
 const CHANGE_FIELD = { '24h': 'price_change_24h', '7d': 'price_change_7d', '30d': 'price_change_30d' } as const
 
-const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | '*', type: string) =>
-  `${period}|${direction}|${gameId}|${type}`
+const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | '*', type: string, printing: string) =>
+  `${period}|${direction}|${gameId}|${type}|${printing}`
 
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -67,7 +67,7 @@ export class PriceSnapshot {
   private readonly bulkBuffer: Buffer
   /** The movers' rows: every printing with a market price, by card id, then printing. */
   private readonly moverRows: MoverRows
-  /** Per period, direction, game (or '*') and product type (or '*'): positions in moverRows, biggest move first. */
+  /** Per period, direction, game, product type and printing (each or '*'): positions in moverRows, biggest move first. */
   private readonly movers: Map<string, Int32Array>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
   private readonly changes: Map<number | '*', Price[]>
@@ -189,15 +189,14 @@ export class PriceSnapshot {
     return this.gamesBySlug.get(slug)
   }
 
-  /** The top movers under the filter: a walk down a pre-sorted list, skipping other printings. */
+  /** The top movers under the filter: the head of one pre-sorted list. */
   topMovers(filter: MoverFilter): TopMoverRow[] {
-    const list = this.movers.get(moverKey(filter.period, filter.direction, filter.gameId ?? '*', filter.type ?? '*')) ?? []
+    const key = moverKey(filter.period, filter.direction, filter.gameId ?? '*', filter.type ?? '*', filter.printing ?? '*')
+    const list = this.movers.get(key)?.subarray(0, filter.limit) ?? []
     const field = CHANGE_FIELD[filter.period]
     const rows: TopMoverRow[] = []
     for (const position of list) {
-      if (rows.length === filter.limit) break
       const price = this.moverRows.prices[position]!
-      if (filter.printing !== undefined && price.printing !== filter.printing) continue
       const card = this.moverRows.cards[position]!
       rows.push({
         card_id: card.id,
@@ -258,10 +257,10 @@ interface MoverRows {
 /**
  * Every printing with a market price and a change over the period, sorted once per period and
  * direction (gains: largest first; losses: largest drop first; ties by card id, then printing),
- * then dealt into one list per game and product type, with '*' lists across them. An unchanged
- * price is neither a gain nor a loss. Lists hold positions in one array of rows (Int32Array), not
- * object references: counted first, then filled, so nothing grows, and the collector has four
- * million fewer references to trace.
+ * then dealt into one list per game, product type and printing, with '*' lists across each (eight
+ * per row), so every filter combination is the head of a list. An unchanged price is neither a
+ * gain nor a loss. Lists hold positions in one array of rows (Int32Array), not object references:
+ * counted first, then filled, so nothing grows and the collector has no references to trace.
  */
 function buildMovers(ordered: OrderedRows): { moverRows: MoverRows; movers: Map<string, Int32Array> } {
   // In tie-break order (card id, then printing), so a tie on the change is settled by position alone.
@@ -269,15 +268,15 @@ function buildMovers(ordered: OrderedRows): { moverRows: MoverRows; movers: Map<
   for (const [i, price] of ordered.prices.entries()) if (price.market_price !== null) entries.push({ price, card: ordered.cards[i]! })
   const rows: MoverRows = { prices: entries.map((entry) => entry.price), cards: entries.map((entry) => entry.card) }
 
-  // Each row's (game, product type) pair, and the four lists a pair's rows go to.
-  const pairs: [number, string][] = []
-  const pairOfRow = new Int32Array(entries.length)
-  const pairIds = new Map<string, number>()
-  for (const [i, { card }] of entries.entries()) {
-    const name = `${card.gameId}|${card.productType}`
-    let id = pairIds.get(name)
-    if (id === undefined) pairIds.set(name, (id = pairs.push([card.gameId, card.productType]) - 1))
-    pairOfRow[i] = id
+  // Each row's (game, product type, printing), and the eight lists such a row goes to.
+  const groups: [number, string, string][] = []
+  const groupOfRow = new Int32Array(entries.length)
+  const groupIds = new Map<string, number>()
+  for (const [i, { card, price }] of entries.entries()) {
+    const name = `${card.gameId}|${card.productType}|${price.printing}`
+    let id = groupIds.get(name)
+    if (id === undefined) groupIds.set(name, (id = groups.push([card.gameId, card.productType, price.printing]) - 1))
+    groupOfRow[i] = id
   }
 
   const movers = new Map<string, Int32Array>()
@@ -293,20 +292,25 @@ function buildMovers(ordered: OrderedRows): { moverRows: MoverRows; movers: Map<
 
       const keys: string[] = []
       const keyIds = new Map<string, number>()
-      const listsOfPair = pairs.map(([gameId, type]) =>
-        [moverKey(period, direction, gameId, type), moverKey(period, direction, gameId, '*'), moverKey(period, direction, '*', type), moverKey(period, direction, '*', '*')].map(
-          (key) => {
-            let id = keyIds.get(key)
-            if (id === undefined) keyIds.set(key, (id = keys.push(key) - 1))
-            return id
-          },
-        ),
-      )
+      const listsOfGroup = groups.map(([gameId, type, printing]) => {
+        const ids: number[] = []
+        for (const g of [gameId, '*'] as const) {
+          for (const t of [type, '*']) {
+            for (const p of [printing, '*']) {
+              const key = moverKey(period, direction, g, t, p)
+              let id = keyIds.get(key)
+              if (id === undefined) keyIds.set(key, (id = keys.push(key) - 1))
+              ids.push(id)
+            }
+          }
+        }
+        return ids
+      })
       const sizes = new Int32Array(keys.length)
-      for (const i of moved) for (const list of listsOfPair[pairOfRow[i]!]!) sizes[list]!++
+      for (const i of moved) for (const list of listsOfGroup[groupOfRow[i]!]!) sizes[list]!++
       const lists = Array.from(sizes, (size) => new Int32Array(size))
       const filled = new Int32Array(keys.length)
-      for (const i of moved) for (const list of listsOfPair[pairOfRow[i]!]!) lists[list]![filled[list]!++] = i
+      for (const i of moved) for (const list of listsOfGroup[groupOfRow[i]!]!) lists[list]![filled[list]!++] = i
       for (const [id, key] of keys.entries()) if (sizes[id]! > 0) movers.set(key, lists[id]!)
     }
   }
