@@ -25,8 +25,9 @@ export async function publishSnapshotChanged(redis: Redis | undefined, logger: L
 export const snapshotCopyKey = (fingerprint: string) => `snapshot-source:${fingerprint}`
 /** A copy outlives a day of syncs; older ones are never read again (the fingerprint moved). */
 const COPY_TTL_SECONDS = 86_400
-// Records mode (key lists sent once per shape): only our own nodes read these copies.
-const copyPackr = new Packr({ useRecords: true })
+// Records mode (key lists sent once per shape): only our own nodes read these copies. A Packr
+// keeps its output buffer for the next call, tens of MB on a large catalog: one per copy.
+const copyPacker = () => new Packr({ useRecords: true })
 
 export interface SnapshotStatus {
   version: string
@@ -66,7 +67,7 @@ export function snapshotStore(deps: { db: Database; redis: Redis | undefined; lo
     try {
       const packed = await deps.redis.getBuffer(snapshotCopyKey(fingerprint))
       if (!packed) return undefined
-      const source = copyPackr.unpack(packed) as SnapshotSource
+      const source = copyPacker().unpack(packed) as SnapshotSource
       if (source.fingerprint !== fingerprint || !Array.isArray(source.prices) || !Array.isArray(source.cards)) throw new Error('not a snapshot copy')
       return source
     } catch (error) {
@@ -77,7 +78,7 @@ export function snapshotStore(deps: { db: Database; redis: Redis | undefined; lo
 
   function writeCopy(source: SnapshotSource) {
     deps.redis
-      ?.set(snapshotCopyKey(source.fingerprint), copyPackr.pack(source), 'EX', COPY_TTL_SECONDS)
+      ?.set(snapshotCopyKey(source.fingerprint), copyPacker().pack(source), 'EX', COPY_TTL_SECONDS)
       .catch((error) => deps.logger.warn({ err: error }, 'could not leave a snapshot copy in Redis'))
   }
 
@@ -100,6 +101,9 @@ export function snapshotStore(deps: { db: Database; redis: Redis | undefined; lo
       )
     }
     current = next
+    // The rows read and the snapshot replaced are garbage once this returns, several hundred MB on
+    // a large catalog: collect them then (a pause once per sync) rather than let the heap double.
+    setImmediate(() => Bun.gc(true))
     return next
   }
 
