@@ -1,13 +1,15 @@
-import { count, max } from 'drizzle-orm'
+import { count, max, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
 import { cardPrices, cards, games, sets } from '../../db/schema'
+import type { Price } from '../catalog/model'
 
 /** Everything a snapshot is built from, read in one repeatable-read transaction. */
 export interface SnapshotSource {
   games: { id: number; name: string; slug: string; kind: string }[]
   sets: { id: number; name: string }[]
   cards: { id: number; setId: number; gameId: number; marketplaceId: number; name: string; productType: string; foilOnly: number; imageUrl: string }[]
-  prices: (typeof cardPrices.$inferSelect)[]
+  /** The spec's Price objects, as read: the snapshot keeps these very objects. */
+  prices: Price[]
   fingerprint: string
 }
 
@@ -47,7 +49,24 @@ export async function loadSnapshotSource(db: Database): Promise<SnapshotSource> 
           imageUrl: cards.imageUrl,
         })
         .from(cards)
-      const priceRows = await tx.select().from(cardPrices)
+      // Read as the API's Price objects (the instant formatted by Postgres as toISOString would),
+      // so the snapshot keeps the objects the driver returns instead of a mapped copy of each.
+      const priceRows = await tx
+        .select({
+          card_id: cardPrices.cardId,
+          printing: cardPrices.printing,
+          market_price: cardPrices.marketPrice,
+          market_price_as_of: cardPrices.marketPriceAsOf,
+          low_price: cardPrices.lowPrice,
+          median_price: cardPrices.medianPrice,
+          lowest_with_shipping: cardPrices.lowestWithShipping,
+          buylist_price: cardPrices.buylistPrice,
+          price_change_24h: cardPrices.priceChange24h,
+          price_change_7d: cardPrices.priceChange7d,
+          price_change_30d: cardPrices.priceChange30d,
+          last_updated_at: sql<string>`to_char(${cardPrices.lastUpdatedAt} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+        })
+        .from(cardPrices)
       return { games: gameRows, sets: setRows, cards: cardRows, prices: priceRows, fingerprint }
     },
     { isolationLevel: 'repeatable read', accessMode: 'read only' },

@@ -1,6 +1,5 @@
 import type { Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
-import { toPrice } from '../catalog/service'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from '../prices/model'
 import { MOVER_DIRECTIONS, MOVER_PERIODS } from '../prices/model'
 import type { SnapshotSource } from './repo'
@@ -120,9 +119,8 @@ export class PriceSnapshot {
       })
     }
     let asOf: string | null = null
-    for (const row of source.prices) {
-      const price = toPrice(row)
-      cards.get(row.cardId)?.prices.push(price)
+    for (const price of source.prices) {
+      cards.get(price.card_id)?.prices.push(price)
       if (asOf === null || price.last_updated_at > asOf) asOf = price.last_updated_at
     }
     const bulkJson: string[] = []
