@@ -5,7 +5,7 @@ import { freshDatabase, selectRows, testClock, testLogger } from '../../../test/
 import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
 import { startServer } from '../../../test/helpers/server'
 import { bulkPrices } from '../prices/service'
-import { readFingerprint } from './repo'
+import { loadSnapshotSource, readFingerprint } from './repo'
 import { publishSnapshotChanged, snapshotCopyKey, snapshotStore } from './store'
 
 // A private copy of the seeded catalog whose prices these tests rewrite, as a sync would: every
@@ -65,6 +65,47 @@ describe('snapshot store', () => {
     }
     expect(answers).toBe(4 * 8 * 40)
     expect(new Set(markerOfVersion.values()).size).toBe(markerOfVersion.size)
+  })
+})
+
+describe('a change announced during a build', () => {
+  test('is picked up by one more build right after it', async () => {
+    // The build reads the rows, then waits at a gate: the change commits and is announced
+    // (refresh) while the build holds the old rows.
+    let hold = false
+    let atGate = () => {}
+    let open = () => {}
+    const reached = new Promise<void>((resolve) => (atGate = resolve))
+    const gate = new Promise<void>((resolve) => (open = resolve))
+    const store = snapshotStore({
+      db,
+      redis: undefined,
+      logger: testLogger,
+      clock: testClock,
+      pollMs: quietPoll,
+      load: async (database) => {
+        const source = await loadSnapshotSource(database)
+        if (hold) {
+          atGate()
+          await gate
+        }
+        return source
+      },
+    })
+    afterAll(() => store.close())
+    await store.get()
+    await rewritePrices()
+    hold = true
+    const running = store.refresh()
+    await reached
+    hold = false
+    const marker = await rewritePrices()
+    expect(store.refresh()).toBe(running) // joins the build in progress
+    open()
+    await running
+    expect(lowPrices(bulkPrices(await store.get(), ids).data)).not.toEqual(new Set([marker])) // it read before the change
+    for (let i = 0; i < 100 && !lowPrices(bulkPrices(await store.get(), ids).data).has(marker); i++) await Bun.sleep(10)
+    expect(lowPrices(bulkPrices(await store.get(), ids).data)).toEqual(new Set([marker]))
   })
 })
 

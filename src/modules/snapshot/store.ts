@@ -54,7 +54,16 @@ export interface SnapshotStore {
  * announces new prices (Redis pub/sub `snapshot-changed`) or when the poll sees the database's
  * fingerprint move, off the request path. A failed build keeps the previous snapshot in service.
  */
-export function snapshotStore(deps: { db: Database; redis: Redis | undefined; logger: Logger; clock: Clock; pollMs?: number }): SnapshotStore {
+export function snapshotStore(deps: {
+  db: Database
+  redis: Redis | undefined
+  logger: Logger
+  clock: Clock
+  pollMs?: number
+  /** How the rows are read (tests wrap it to hold a build midway). */
+  load?: typeof loadSnapshotSource
+}): SnapshotStore {
+  const load = deps.load ?? loadSnapshotSource
   let current: PriceSnapshot | undefined
   let buildMs = 0
   let builtFrom: SnapshotStatus['source'] = 'postgres'
@@ -89,7 +98,7 @@ export function snapshotStore(deps: { db: Database; redis: Redis | undefined; lo
     // A node starting (or catching up) after another built this data reads its copy: one Redis
     // read instead of four large Postgres reads.
     const copy = await readCopy(fingerprint)
-    const source = copy ?? (await loadSnapshotSource(deps.db))
+    const source = copy ?? (await load(deps.db))
     const next = PriceSnapshot.build(source, deps.clock.now())
     buildMs = Math.round(performance.now() - started)
     builtFrom = copy ? 'redis' : 'postgres'
