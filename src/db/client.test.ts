@@ -44,7 +44,7 @@ describe('migrations', () => {
     const { db } = await freshDatabase('empty')
     const schema = await describeSchema(db)
     expect(schema.tables).toEqual(EXPECTED_TABLES)
-    for (const index of ['cards_clean_name_fts_idx', 'cards_clean_name_trgm_idx', 'search_words_trgm_idx', 'sets_game_slug_idx', 'api_keys_hash_idx', 'cards_marketplace_id_unique']) {
+    for (const index of ['cards_clean_name_fts_idx', 'cards_clean_name_trgm_idx', 'search_words_trgm_idx', 'sets_game_slug_idx', 'api_keys_hash_idx', 'cards_marketplace_id_unique', 'cards_clean_name_idx']) {
       expect(schema.indexes).toContain(index)
     }
     expect(schema.trigram).toBeGreaterThan(0.3)
