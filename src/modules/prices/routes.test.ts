@@ -221,9 +221,11 @@ describe('GET /v1/prices/top-movers', () => {
 
   test('default limit is 20; a game with no movers in a direction gives an empty list, not an error', async () => {
     expect((await server.json('/v1/prices/top-movers', freeKey)).body.data).toHaveLength(20)
-    const none = await server.json(`/v1/prices/top-movers?game=${game!.slug}&printing=No%20Such%20Printing`, freeKey)
-    expect(none.status).toBe(200)
-    expect(none.body.data).toEqual([])
+    for (const printing of ['No%20Such%20Printing', '*', '%00']) {
+      const none = await server.json(`/v1/prices/top-movers?game=${game!.slug}&printing=${printing}`, freeKey)
+      expect(none.status).toBe(200)
+      expect(none.body.data).toEqual([])
+    }
   })
 
   test.each([

@@ -41,8 +41,11 @@ export interface ChangePosition {
 
 const CHANGE_FIELD = { '24h': 'price_change_24h', '7d': 'price_change_7d', '30d': 'price_change_30d' } as const
 
-const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | '*', type: string, printing: string) =>
-  `${period}|${direction}|${gameId}|${type}|${printing}`
+/** "Any" in a movers key: null, which no game, type or printing name can equal. */
+const ANY = null
+
+const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | null, type: string | null, printing: string | null) =>
+  JSON.stringify([period, direction, gameId, type, printing])
 
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -66,7 +69,7 @@ export class PriceSnapshot {
   private readonly bulkBuffer: Buffer
   /** The movers' rows: every printing with a market price, by card id, then printing. */
   private readonly moverRows: MoverRows
-  /** Per period, direction, game, product type and printing (each or '*'): positions in moverRows, biggest move first. */
+  /** Per period, direction, game, product type and printing (each or ANY): positions in moverRows, biggest move first. */
   private readonly movers: Map<string, Int32Array>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
   private readonly changes: Map<number | '*', Price[]>
@@ -189,7 +192,7 @@ export class PriceSnapshot {
 
   /** The top movers under the filter: the head of one pre-sorted list. */
   topMovers(filter: MoverFilter): TopMoverRow[] {
-    const key = moverKey(filter.period, filter.direction, filter.gameId ?? '*', filter.type ?? '*', filter.printing ?? '*')
+    const key = moverKey(filter.period, filter.direction, filter.gameId ?? ANY, filter.type ?? ANY, filter.printing ?? ANY)
     const list = this.movers.get(key)?.subarray(0, filter.limit) ?? []
     const field = CHANGE_FIELD[filter.period]
     const rows: TopMoverRow[] = []
@@ -255,7 +258,7 @@ interface MoverRows {
 /**
  * Every printing with a market price and a change over the period, sorted once per period and
  * direction (gains: largest first; losses: largest drop first; ties by card id, then printing),
- * then dealt into one list per game, product type and printing, with '*' lists across each (eight
+ * then dealt into one list per game, product type and printing, with ANY lists across each (eight
  * per row), so every filter combination is the head of a list. An unchanged price is neither a
  * gain nor a loss. Lists hold positions in one array of rows (Int32Array), not object references:
  * counted first, then filled, so nothing grows and the collector has no references to trace.
@@ -292,9 +295,9 @@ function buildMovers(ordered: OrderedRows): { moverRows: MoverRows; movers: Map<
       const keyIds = new Map<string, number>()
       const listsOfGroup = groups.map(([gameId, type, printing]) => {
         const ids: number[] = []
-        for (const g of [gameId, '*'] as const) {
-          for (const t of [type, '*']) {
-            for (const p of [printing, '*']) {
+        for (const g of [gameId, ANY] as const) {
+          for (const t of [type, ANY]) {
+            for (const p of [printing, ANY]) {
               const key = moverKey(period, direction, g, t, p)
               let id = keyIds.get(key)
               if (id === undefined) keyIds.set(key, (id = keys.push(key) - 1))
