@@ -138,9 +138,11 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     })
     .get(
       '/v1/cards/:id/prices',
-      async (context) => {
+      // Destructured, not `(context) =>`: Elysia reads what a handler uses to skip the rest
+      // (a handler taking the whole context had every request's cookies parsed, 16% of its CPU).
+      async ({ request, set, params, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(context, snapshot, getCardPrices(snapshot, context.params.id, context.query.printing), { msgpack: false })
+        return snapshotResponse({ request, set }, snapshot, getCardPrices(snapshot, params.id, query.printing), { msgpack: false })
       },
       {
         apiKey: { needs: 'catalog' },

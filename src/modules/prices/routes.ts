@@ -29,9 +29,11 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     .model({ BulkPriceRow, TopMoverRow, PriceRow })
     .get(
       '/v1/bulk/prices',
-      async (context) => {
+      // Destructured, not `(context) =>`: Elysia reads what a handler uses to skip the rest
+      // (a handler taking the whole context had every request's cookies parsed).
+      async ({ request, set, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(context, snapshot, bulkPrices(snapshot, context.query.ids), { msgpack: true })
+        return snapshotResponse({ request, set }, snapshot, bulkPrices(snapshot, query.ids), { msgpack: true })
       },
       {
         apiKey: { needs: 'bulk_read' },
@@ -56,9 +58,9 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     )
     .get(
       '/v1/prices/top-movers',
-      async (context) => {
+      async ({ request, set, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(context, snapshot, topMovers(snapshot, context.query), { msgpack: false })
+        return snapshotResponse({ request, set }, snapshot, topMovers(snapshot, query), { msgpack: false })
       },
       {
         apiKey: { needs: 'catalog' },
@@ -83,9 +85,9 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     )
     .get(
       '/v1/prices/changes',
-      async (context) => {
+      async ({ request, set, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse(context, snapshot, priceChanges(snapshot, context.query), { msgpack: true })
+        return snapshotResponse({ request, set }, snapshot, priceChanges(snapshot, query), { msgpack: true })
       },
       {
         apiKey: { needs: 'bulk_read' },
