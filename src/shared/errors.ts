@@ -56,3 +56,6 @@ export class AppError extends Error {
 
 export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not found`)
 
+/** 400 for a query string the schema let through: `Invalid query: <message>`, naming each bad field. */
+export const invalidQuery = (message: string, details: ErrorDetail[]) => new AppError('INVALID_PARAMETER', `Invalid query: ${message}`, details)
+

@@ -1,4 +1,4 @@
-import { AppError } from './errors'
+import { invalidQuery } from './errors'
 
 const ID = /^[1-9]\d{0,9}$/
 const MAX_ID = 2147483647
@@ -46,7 +46,7 @@ function plainIdList(raw: string, max: number): number[] | undefined {
 function checkedIdList(raw: string, max: number, field: string): number[] {
   const refuse = (problem: string) => {
     const message = `must be 1 to ${max} comma-separated card ids (positive integers up to ${MAX_ID})`
-    return new AppError('INVALID_PARAMETER', `Invalid query: '${field}' ${message}; ${problem}`, [{ field, message }])
+    return invalidQuery(`'${field}' ${message}; ${problem}`, [{ field, message }])
   }
   const items = raw.split(',')
   if (raw.trim() === '') throw refuse('it is empty')

@@ -1,17 +1,12 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import { type Executor, selectRows } from '../../db/client'
-import { cards, games, sets } from '../../db/schema'
-import { type CardRecord, cardColumns } from '../catalog/repo'
+import { cards } from '../../db/schema'
+import { type CardRecord, cardsWhere } from '../catalog/repo'
 
 /** Cards whose cleaned name is one of `cleanNames` (index cards_clean_name_idx), optionally of one game. */
 export async function findCardsByCleanName(db: Executor, cleanNames: string[], gameId: number | undefined): Promise<CardRecord[]> {
   if (cleanNames.length === 0) return []
-  return db
-    .select(cardColumns)
-    .from(cards)
-    .innerJoin(sets, eq(sets.id, cards.setId))
-    .innerJoin(games, eq(games.id, cards.gameId))
-    .where(and(inArray(cards.cleanName, cleanNames), gameId === undefined ? undefined : eq(cards.gameId, gameId)))
+  return cardsWhere(db, and(inArray(cards.cleanName, cleanNames), gameId === undefined ? undefined : eq(cards.gameId, gameId)))
 }
 
 export interface NameCandidate {

@@ -17,9 +17,10 @@ import * as repo from './repo'
 async function pricesByCard(db: Database, cardIds: number[]): Promise<Map<number, Price[]>> {
   const byCard = new Map<number, Price[]>()
   for (const row of await catalogRepo.findPricesOfCards(db, cardIds)) {
+    const price = toPrice(row)
     const list = byCard.get(row.cardId)
-    if (list) list.push(toPrice(row))
-    else byCard.set(row.cardId, [toPrice(row)])
+    if (list) list.push(price)
+    else byCard.set(row.cardId, [price])
   }
   return byCard
 }

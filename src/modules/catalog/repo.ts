@@ -236,16 +236,17 @@ export async function findSetCardIds(db: Executor, setId: number): Promise<numbe
 export const cardColumns = { ...getTableColumns(cards), setName: sets.name, gameName: games.name }
 export type CardRecord = typeof cards.$inferSelect & { setName: string; gameName: string }
 
-const cardById = preparedQuery((db) =>
-  db
+/** Cards with their set's and game's names (`cardColumns`), filtered by `where`. */
+export function cardsWhere(db: Executor, where: SQL | undefined) {
+  return db
     .select(cardColumns)
     .from(cards)
     .innerJoin(sets, eq(sets.id, cards.setId))
     .innerJoin(games, eq(games.id, cards.gameId))
-    .where(eq(cards.id, sql.placeholder('id')))
-    .limit(1)
-    .prepare('card_by_id'),
-)
+    .where(where)
+}
+
+const cardById = preparedQuery((db) => cardsWhere(db, eq(cards.id, sql.placeholder('id'))).limit(1).prepare('card_by_id'))
 export async function findCard(db: Database, id: number) {
   const [row] = await cardById(db).execute({ id })
   return row
@@ -273,12 +274,7 @@ export async function findCardPrices(db: Database, where: { id: number } | { mar
 /** Cards by id or by marketplace id, with their set's and game's names, in one statement (any order). */
 export async function findCardsBy(db: Executor, by: 'id' | 'marketplaceId', values: number[]): Promise<CardRecord[]> {
   if (values.length === 0) return []
-  return db
-    .select(cardColumns)
-    .from(cards)
-    .innerJoin(sets, eq(sets.id, cards.setId))
-    .innerJoin(games, eq(games.id, cards.gameId))
-    .where(inArray(by === 'id' ? cards.id : cards.marketplaceId, values))
+  return cardsWhere(db, inArray(by === 'id' ? cards.id : cards.marketplaceId, values))
 }
 
 /** The price rows of many cards in one statement: by card id, each card's primary printing first. */

@@ -100,7 +100,7 @@ export async function listSetCards(db: Database, setId: number, filter: { type?:
 }
 
 /** A price row as selected, where a left join may leave the card's fields null. */
-export type PriceFields = Omit<repo.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
+type PriceFields = Omit<repo.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
   cardId: number | null
   printing: string | null
   lastUpdatedAt: Date | null
@@ -124,18 +124,22 @@ export function toPrice(row: PriceFields): Price {
 }
 
 /** DESIGN decision 12's price row: a printing's Price within its card's identity. */
-export function toPriceRow(row: repo.PriceRowRecord): PriceRow {
-  const { card_id, ...price } = toPrice(row)
+export function priceRowOf(
+  card: { name: string; marketplaceId: number; productType: string; foilOnly: number; imageUrl: string },
+  { card_id, ...price }: Price,
+): PriceRow {
   return {
     card_id,
-    name: row.name,
-    marketplace_id: row.marketplaceId,
-    product_type: row.productType as PriceRow['product_type'],
-    foil_only: row.foilOnly,
+    name: card.name,
+    marketplace_id: card.marketplaceId,
+    product_type: card.productType as PriceRow['product_type'],
+    foil_only: card.foilOnly,
     ...price,
-    image_url: row.imageUrl,
+    image_url: card.imageUrl,
   }
 }
+
+export const toPriceRow = (row: repo.PriceRowRecord): PriceRow => priceRowOf(row, toPrice(row))
 
 export async function listSetPrices(db: Database, setId: number, type: string | undefined) {
   const rows = await repo.findSetPriceRows(db, setId, type)

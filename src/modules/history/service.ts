@@ -1,6 +1,6 @@
 import type { Database } from '../../db/client'
 import { addDays, utcDate } from '../../shared/clock'
-import { AppError, notFound } from '../../shared/errors'
+import { invalidQuery, notFound } from '../../shared/errors'
 import type { TierPolicy } from '../auth/tiers'
 import {
   type DetailedHistoryMeta,
@@ -57,9 +57,7 @@ function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, pri
   if (printing === undefined || card.printings.includes(printing)) return
   const expected =
     card.printings.length > 0 ? `must be one of this card's printings: ${card.printings.join(', ')}` : 'card has no printings'
-  throw new AppError('INVALID_PARAMETER', `Invalid query: 'printing' ${expected} (got '${printing}')`, [
-    { field: 'printing', message: expected },
-  ])
+  throw invalidQuery(`'printing' ${expected} (got '${printing}')`, [{ field: 'printing', message: expected }])
 }
 
 /**

@@ -1,4 +1,4 @@
-import { AppError, notFound } from '../../shared/errors'
+import { invalidQuery, notFound } from '../../shared/errors'
 import { parseIdList } from '../../shared/id-list'
 import type { ChangePosition, PriceSnapshot, SnapshotCard } from '../snapshot/snapshot'
 import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
@@ -41,7 +41,6 @@ export function topMovers(
   return { data, meta: { period, direction, count: data.length, ...snapshotMeta(snapshot) } }
 }
 
-const invalid = (field: string, message: string) => new AppError('INVALID_PARAMETER', `Invalid query: '${field}' ${message}`, [{ field, message }])
 
 /** A cursor is the last row's place, base64url JSON: opaque to clients, stable across snapshots. */
 const encodeCursor = (position: ChangePosition) => Buffer.from(JSON.stringify([position.at, position.cardId, position.printing])).toString('base64url')
@@ -53,7 +52,8 @@ function decodeCursor(cursor: string): ChangePosition {
       return { at: new Date(at).toISOString(), cardId: cardId as number, printing }
     }
   } catch {}
-  throw invalid('cursor', "must be a previous answer's meta.next, unchanged")
+  const message = "must be a previous answer's meta.next, unchanged"
+  throw invalidQuery(`'cursor' ${message}`, [{ field: 'cursor', message }])
 }
 
 /**
@@ -64,7 +64,7 @@ function decodeCursor(cursor: string): ChangePosition {
 export function priceChanges(snapshot: PriceSnapshot, query: { since?: string; cursor?: string; game?: string; limit?: number }) {
   if ((query.since === undefined) === (query.cursor === undefined)) {
     const message = 'give exactly one of since and cursor'
-    throw new AppError('INVALID_PARAMETER', `Invalid query: ${message}`, [
+    throw invalidQuery(message, [
       { field: 'since', message },
       { field: 'cursor', message },
     ])

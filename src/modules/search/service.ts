@@ -1,29 +1,26 @@
 import type { Database } from '../../db/client'
-import { AppError, notFound } from '../../shared/errors'
+import { invalidQuery, notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
 import { cleanName } from '../../shared/text'
 import { toCardWithPrice } from '../catalog/service'
 import { Q_MAX_LENGTH, Q_MIN_LENGTH, type SearchFilter, type SearchQuery } from './model'
 import * as repo from './repo'
 
-const invalid = (message: string, fields: { field: string; message: string }[]) =>
-  new AppError('INVALID_PARAMETER', `Invalid query: ${message}`, fields)
-
 /** The query string as the repo needs it; what the schema cannot check (trimmed length, price order) is refused here. */
 export function toSearchFilter(query: SearchQuery): SearchFilter {
   const q = query.q.trim()
   if (q.length < Q_MIN_LENGTH || q.length > Q_MAX_LENGTH) {
     const message = `must be ${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters long (after trimming spaces)`
-    throw invalid(`'q' ${message}`, [{ field: 'q', message }])
+    throw invalidQuery(`'q' ${message}`, [{ field: 'q', message }])
   }
   const text = cleanName(q)
   if (text.length === 0) {
     const message = 'must contain a letter or a digit'
-    throw invalid(`'q' ${message}`, [{ field: 'q', message }])
+    throw invalidQuery(`'q' ${message}`, [{ field: 'q', message }])
   }
   const { min_price: minPrice, max_price: maxPrice } = query
   if (minPrice !== undefined && maxPrice !== undefined && minPrice > maxPrice) {
-    throw invalid(`'min_price' (${minPrice}) must not exceed 'max_price' (${maxPrice})`, [
+    throw invalidQuery(`'min_price' (${minPrice}) must not exceed 'max_price' (${maxPrice})`, [
       { field: 'min_price', message: `must be at most max_price (${maxPrice})` },
       { field: 'max_price', message: `must be at least min_price (${minPrice})` },
     ])

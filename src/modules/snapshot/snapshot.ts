@@ -1,5 +1,6 @@
 import type { Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
+import { priceRowOf } from '../catalog/service'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from '../prices/model'
 import { MOVER_DIRECTIONS, MOVER_PERIODS } from '../prices/model'
 import type { SnapshotSource } from './repo'
@@ -225,23 +226,8 @@ export class PriceSnapshot {
       if (compareToPosition(list[middle]!, position) <= 0) low = middle + 1
       else high = middle
     }
-    const rows = list.slice(low, low + limit).map((price) => this.priceRow(price))
+    const rows = list.slice(low, low + limit).map((price) => priceRowOf(this.cards.get(price.card_id)!, price))
     return { rows, more: low + limit < list.length }
-  }
-
-  /** DESIGN decision 12's price row: the card's identity around one printing's Price. */
-  private priceRow(price: Price): PriceRow {
-    const card = this.cards.get(price.card_id)!
-    const { card_id, ...fields } = price
-    return {
-      card_id,
-      name: card.name,
-      marketplace_id: card.marketplaceId,
-      product_type: card.productType,
-      foil_only: card.foilOnly,
-      ...fields,
-      image_url: card.imageUrl,
-    }
   }
 }
 
