@@ -10,12 +10,11 @@
  * Seeds the `medium` demo catalog on its first run (a few minutes). Exits 1 if a budget fails.
  */
 import { cpus, loadavg, totalmem } from 'node:os'
-import autocannon from 'autocannon'
 import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, prepareBenchDatabase } from './database'
+import { benchAccounts, loadPaths, prepareBenchDatabase } from './database'
 
 const DATABASE_URL = process.env.BENCH_MEDIUM_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_medium'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -57,29 +56,6 @@ const ONLY = process.env.BENCH_ONLY
 
 const { freshKey, redisPrefix, cleanup } = benchAccounts(database.db, 'catalog')
 
-/** `amount` requests cycling through `paths`; autocannon reports whole milliseconds. */
-function load(base: string, paths: string[], amount: number, connections: number, key?: string) {
-  let next = 0
-  return new Promise<autocannon.Result>((resolve, reject) =>
-    autocannon(
-      {
-        url: base,
-        connections,
-        amount,
-        headers: key ? { 'x-api-key': key } : {},
-        requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length]! }) }],
-      },
-      (error, result) => {
-        if (error) return reject(error)
-        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
-          return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
-        }
-        resolve(result)
-      },
-    ),
-  )
-}
-
 console.error('starting the service')
 const loadBefore = loadavg()
 const rows: string[] = []
@@ -104,11 +80,11 @@ try {
     await Bun.write(bodyFile, await sample.arrayBuffer())
     const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
     try {
-      await load(baseline.url, ['/'], WARMUP_REQUESTS, scenario.connections)
-      const bare = await load(baseline.url, ['/'], REQUESTS, scenario.connections)
+      await loadPaths(baseline.url, ['/'], WARMUP_REQUESTS, scenario.connections)
+      const bare = (await loadPaths(baseline.url, ['/'], REQUESTS, scenario.connections)).result
       console.error(`${scenario.name}: baseline done, loading the service`)
-      await load(app.url, scenario.paths, WARMUP_REQUESTS, scenario.connections, key)
-      const ours = await load(app.url, scenario.paths, REQUESTS, scenario.connections, key)
+      await loadPaths(app.url, scenario.paths, WARMUP_REQUESTS, scenario.connections, key)
+      const ours = (await loadPaths(app.url, scenario.paths, REQUESTS, scenario.connections, key)).result
       const pass = scenario.p99Ms === undefined || ours.latency.p99 <= scenario.p99Ms
       failed ||= !pass
       // req/s over the whole run: autocannon's per-second average misreads runs of a few seconds.

@@ -1,3 +1,4 @@
+import autocannon from 'autocannon'
 import { like } from 'drizzle-orm'
 import Redis from 'ioredis'
 import postgres from 'postgres'
@@ -54,4 +55,47 @@ export function benchAccounts(db: Database, name: string) {
       redis.disconnect()
     },
   }
+}
+
+export interface Run {
+  result: autocannon.Result
+  /** Requests over the time from the start to the last response. */
+  rps: number
+  /** requests.total / duration, as catalog-keyed.bench.ts reports it (see `loadPaths`). */
+  autocannonRps: number
+}
+
+/**
+ * `amount` requests cycling through `paths`; autocannon reports whole milliseconds. No
+ * If-None-Match: full responses. With `amount`, autocannon only notices it is done on its
+ * one-second tick, so its `duration` is the run's length rounded up to whole seconds (20,000
+ * requests in 2.3 s read as 6,645 req/s instead of 8,700): every run of a few seconds reads slow by
+ * up to a second, and the ratio moves by whichever run lost more. req/s is therefore timed here,
+ * from the start to the last response; autocannon's figure is printed beside it.
+ */
+export function loadPaths(base: string, paths: string[], amount: number, connections: number, key?: string): Promise<Run> {
+  let next = 0
+  let last = 0
+  const started = performance.now()
+  return new Promise<Run>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: base,
+        connections,
+        amount,
+        headers: key ? { 'x-api-key': key } : {},
+        requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length]! }) }],
+      },
+      (error, result) => {
+        if (error) return reject(error)
+        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+          return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
+        }
+        resolve({ result, rps: result.requests.total / ((last - started) / 1000), autocannonRps: result.requests.total / result.duration })
+      },
+    )
+    instance.on('response', () => {
+      last = performance.now()
+    })
+  })
 }

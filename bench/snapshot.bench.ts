@@ -19,12 +19,11 @@
  */
 import { readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
-import autocannon from 'autocannon'
 import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, prepareBenchDatabase } from './database'
+import { benchAccounts, loadPaths, prepareBenchDatabase, type Run } from './database'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -92,49 +91,6 @@ const ONLY = process.env.BENCH_ONLY
 
 const { freshKey, redisPrefix, cleanup } = benchAccounts(database.db, 'snapshot')
 
-interface Run {
-  result: autocannon.Result
-  /** Requests over the time from the start to the last response. */
-  rps: number
-  /** requests.total / duration, as catalog-keyed.bench.ts computes it (see `load`). */
-  autocannonRps: number
-}
-
-/**
- * `amount` requests cycling through `paths`; autocannon reports whole milliseconds. No
- * If-None-Match: full responses. With `amount`, autocannon only notices it is done on its
- * one-second tick, so its `duration` is the run's length rounded up to whole seconds (20,000
- * requests in 2.3 s read as 6,645 req/s instead of 8,700): every run of a few seconds reads slow by
- * up to a second, and the ratio moves by whichever run lost more. req/s is therefore timed here,
- * from the start to the last response; autocannon's figure is printed beside it.
- */
-function load(base: string, paths: string[], amount: number, key?: string) {
-  let next = 0
-  let last = 0
-  const started = performance.now()
-  return new Promise<Run>((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: base,
-        connections: CONNECTIONS,
-        amount,
-        headers: key ? { 'x-api-key': key } : {},
-        requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length]! }) }],
-      },
-      (error, result) => {
-        if (error) return reject(error)
-        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
-          return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
-        }
-        resolve({ result, rps: result.requests.total / ((last - started) / 1000), autocannonRps: result.requests.total / result.duration })
-      },
-    )
-    instance.on('response', () => {
-      last = performance.now()
-    })
-  })
-}
-
 /** VmRSS and VmHWM (peak) of a process, in MB. */
 function memoryOf(pid: number): { rss: number; peak: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
@@ -180,8 +136,8 @@ try {
           fetch(pg.url + scenario.paths[0]).then((r) => r.json()),
         ])
         if (bulkRows(fromService as never) !== bulkRows(fromPostgres as never)) throw new Error('PostgreSQL bulk rows differ from the service’s')
-        await load(pg.url, scenario.paths, WARMUP_REQUESTS)
-        const run = await load(pg.url, scenario.paths, REQUESTS)
+        await loadPaths(pg.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS)
+        const run = await loadPaths(pg.url, scenario.paths, REQUESTS, CONNECTIONS)
         comparison.postgres = run
         rows.push(
           `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | - | ${run.result.latency.p50} | ${run.result.latency.p99} | ${Math.round(run.rps)} | - | - | - | (none) | | ${Math.round(run.autocannonRps)} / - |`,
@@ -204,11 +160,11 @@ try {
     await Bun.write(bodyFile, body)
     const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
     try {
-      await load(baseline.url, ['/'], WARMUP_REQUESTS)
-      const bare = await load(baseline.url, ['/'], REQUESTS)
+      await loadPaths(baseline.url, ['/'], WARMUP_REQUESTS, CONNECTIONS)
+      const bare = await loadPaths(baseline.url, ['/'], REQUESTS, CONNECTIONS)
       console.error(`${scenario.name}: baseline done, loading the service`)
-      await load(app.url, scenario.paths, WARMUP_REQUESTS, key)
-      const ours = await load(app.url, scenario.paths, REQUESTS, key)
+      await loadPaths(app.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS, key)
+      const ours = await loadPaths(app.url, scenario.paths, REQUESTS, CONNECTIONS, key)
       if (scenario.name === 'GET /v1/bulk/prices') comparison.snapshot = ours
       // req/s over the whole run, timed here (see `load`): autocannon's per-second average misreads runs of a few seconds.
       const ratio = ours.rps / bare.rps
