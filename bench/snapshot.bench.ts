@@ -3,10 +3,10 @@
  * it and how much memory the process holds with it, then the three routes answered from it,
  * `GET /v1/cards/:id/prices` (500 ids), `GET /v1/bulk/prices` (20 lists of 500 ids) and
  * `GET /v1/prices/top-movers` (8 query variants), through the real service with the Redis quota
- * store, each against a bare Bun.serve sending one of its responses (same bytes), each in its own
- * process, measured by autocannon from this one, in the same run. Without a budget, the same bulk
- * requests answered straight from PostgreSQL (bench/bulk-from-postgres-server.ts) show what the
- * snapshot buys.
+ * store, each against a bare Bun.serve answering the same paths with the service's responses to
+ * them (same bytes), each in its own process, measured by autocannon from this one, in the same
+ * run. Without a budget, the same bulk requests answered straight from PostgreSQL
+ * (bench/bulk-from-postgres-server.ts) show what the snapshot buys.
  *
  *   BENCH_LARGE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large \
  *   BENCH_REDIS_URL=redis://127.0.0.1:6379 bun bench/snapshot.bench.ts
@@ -69,7 +69,7 @@ const moverPaths = [
 
 /**
  * Budgets as data (DESIGN section 6), all at 50 connections. `minRatio` is the service's req/s
- * over the bare Bun.serve's, sending a body of the same size, in the same run.
+ * over the bare Bun.serve's, answering the same paths with the same bodies, in the same run.
  */
 interface Scenario {
   name: string
@@ -148,20 +148,21 @@ try {
       continue
     }
     const key = await freshKey()
-    for (const path of scenario.paths.length <= 20 ? scenario.paths : []) {
+    // The yardstick answers each path with this service's response to it, so both move the same bytes.
+    const bodies: Record<string, string> = {}
+    for (const path of scenario.paths) {
       const response = await fetch(app.url + path, { headers: { 'x-api-key': key } })
       if (response.status !== 200) throw new Error(`${path}: ${response.status} ${await response.text()}`)
+      bodies[path] = await response.text()
     }
-    // The yardstick sends one of this scenario's responses, so both move the same bytes.
-    const sample = await fetch(app.url + scenario.paths[0], { headers: { 'x-api-key': key } })
-    if (sample.status !== 200) throw new Error(`${scenario.name}: ${sample.status} ${await sample.text()}`)
-    const body = await sample.arrayBuffer()
-    const bodyFile = `/tmp/tcg-bench-${process.pid}-${rows.length}.json`
-    await Bun.write(bodyFile, body)
+    const sizes = Object.values(bodies).map((body) => Buffer.byteLength(body))
+    const meanBytes = Math.round(sizes.reduce((sum, size) => sum + size, 0) / sizes.length)
+    const bodyFile = `/tmp/tcg-bench-${process.pid}-${rows.length}.paths.json`
+    await Bun.write(bodyFile, JSON.stringify(bodies))
     const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
     try {
-      await loadPaths(baseline.url, ['/'], WARMUP_REQUESTS, CONNECTIONS)
-      const bare = await loadPaths(baseline.url, ['/'], REQUESTS, CONNECTIONS)
+      await loadPaths(baseline.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS)
+      const bare = await loadPaths(baseline.url, scenario.paths, REQUESTS, CONNECTIONS)
       console.error(`${scenario.name}: baseline done, loading the service`)
       await loadPaths(app.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS, key)
       const ours = await loadPaths(app.url, scenario.paths, REQUESTS, CONNECTIONS, key)
@@ -175,7 +176,7 @@ try {
         .filter(Boolean)
         .join(', ')
       rows.push(
-        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${body.byteLength} | ${ours.result.latency.p50} | ${ours.result.latency.p99} | ${Math.round(ours.rps)} | ` +
+        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.result.latency.p50} | ${ours.result.latency.p99} | ${Math.round(ours.rps)} | ` +
           `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ratio.toFixed(2)} | ${budget} | ${pass ? 'PASS' : 'FAIL'} | ` +
           `${Math.round(ours.autocannonRps)} / ${Math.round(bare.autocannonRps)} (${(ours.autocannonRps / bare.autocannonRps).toFixed(2)}) |`,
       )
@@ -222,7 +223,7 @@ console.log(`| service RSS after the build | ${mb(afterBuild.rss)} (peak so far 
 console.log(`| service RSS after the load | ${mb(afterLoad.rss)} (peak ${mb(afterLoad.peak)}) | ≤ ${RSS_BUDGET_MB} MB | ${afterLoad.rss <= RSS_BUDGET_MB ? 'PASS' : 'FAIL'} |`)
 console.log('')
 console.log(
-  '| path | connections | distinct requests | sample body bytes | p50 | p99 | req/s | bare Bun.serve req/s | bare p99 | ratio | budget | result | req/s by autocannon duration, ours / bare (ratio) |',
+  '| path | connections | distinct requests | body bytes, mean (min–max) | p50 | p99 | req/s | bare Bun.serve req/s | bare p99 | ratio | budget | result | req/s by autocannon duration, ours / bare (ratio) |',
 )
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 for (const row of rows) console.log(row)

@@ -163,6 +163,27 @@ describe('GET /v1/bulk/prices', () => {
       expect(response.headers.get('content-type')).toBe('application/json')
     }
   })
+
+  test('an answer of 15 KiB or more is sent as one chunked stream, a smaller one with its Content-Length; both whole', async () => {
+    const expected = await expectedBulkRows()
+    const ids = allCardIds.slice(0, 500)
+    for (const [accept, decode] of [
+      ['application/json', (bytes: Uint8Array) => JSON.parse(new TextDecoder().decode(bytes))],
+      ['application/msgpack', (bytes: Uint8Array) => unpack(bytes)],
+    ] as const) {
+      const large = await server.get(`/v1/bulk/prices?ids=${ids.join(',')}`, withKey(proKey, { accept }))
+      const largeBytes = new Uint8Array(await large.arrayBuffer())
+      expect(largeBytes.byteLength).toBeGreaterThanOrEqual(15 * 1024)
+      expect(large.headers.get('transfer-encoding')).toBe('chunked')
+      expect(large.headers.get('content-length')).toBeNull()
+      expect(decode(largeBytes).data).toEqual(ids.map((id) => expected.get(id)))
+
+      const small = await server.get(`/v1/bulk/prices?ids=${ids.slice(0, 3).join(',')}`, withKey(proKey, { accept }))
+      const smallBytes = new Uint8Array(await small.arrayBuffer())
+      expect(small.headers.get('content-length')).toBe(String(smallBytes.byteLength))
+      expect(decode(smallBytes).data).toEqual(ids.slice(0, 3).map((id) => expected.get(id)))
+    }
+  })
 })
 
 interface MoverRow {
