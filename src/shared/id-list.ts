@@ -10,6 +10,11 @@ const MAX_ID = 2147483647
  * naming the parameter and the rule.
  */
 export function parseIdList(raw: string, max: number, field = 'ids'): number[] {
+  return [...new Set(idsAsWritten(raw, max, field))]
+}
+
+/** As parseIdList, with repeats kept: for a caller that drops them itself. */
+export function idsAsWritten(raw: string, max: number, field = 'ids'): number[] {
   return plainIdList(raw, max) ?? checkedIdList(raw, max, field)
 }
 
@@ -20,8 +25,6 @@ export function parseIdList(raw: string, max: number, field = 'ids'): number[] {
  */
 function plainIdList(raw: string, max: number): number[] | undefined {
   const ids: number[] = []
-  const seen = new Set<number>()
-  let items = 0
   let value = 0
   let digits = 0
   for (let i = 0; i <= raw.length; i++) {
@@ -32,11 +35,8 @@ function plainIdList(raw: string, max: number): number[] | undefined {
       if (++digits > 10) return undefined
       continue
     }
-    if (code !== 44 || digits === 0 || value > MAX_ID || ++items > max) return undefined
-    if (!seen.has(value)) {
-      seen.add(value)
-      ids.push(value)
-    }
+    if (code !== 44 || digits === 0 || value > MAX_ID || ids.length === max) return undefined
+    ids.push(value)
     value = 0
     digits = 0
   }
@@ -51,12 +51,12 @@ function checkedIdList(raw: string, max: number, field: string): number[] {
   const items = raw.split(',')
   if (raw.trim() === '') throw refuse('it is empty')
   if (items.length > max) throw refuse(`got ${items.length}`)
-  const ids = new Set<number>()
+  const ids: number[] = []
   for (const item of items) {
     const text = item.trim()
     const id = ID.test(text) ? Number(text) : Number.NaN
     if (!(id <= MAX_ID)) throw refuse(text === '' ? 'an item is empty' : `'${text.slice(0, 20)}' is not one`)
-    ids.add(id)
+    ids.push(id)
   }
-  return [...ids]
+  return ids
 }

@@ -80,8 +80,14 @@ export function bytesResponse(bytes: Uint8Array, headers: Record<string, string>
 
 export interface SnapshotBody<Data> {
   data: Data
-  /** `data` already serialised (as UTF-8 bytes or a string), when the snapshot keeps it that way. */
-  dataJson?: string | Uint8Array
+  meta?: object
+}
+
+/** A body whose rows the snapshot keeps serialised: its JSON is copied bytes, its objects are made for msgpack only. */
+export interface SerialisedBody<Data> {
+  rows(): Data
+  /** `head`, the rows as a JSON array, then `tail`, as one buffer. */
+  json(head: Uint8Array, tail: Uint8Array): Uint8Array
   meta?: object
 }
 
@@ -95,7 +101,7 @@ export interface SnapshotBody<Data> {
 export function snapshotResponse<Data>(
   context: { request: Request; set: { headers: Record<string, string | number> } },
   snapshot: PriceSnapshot,
-  body: SnapshotBody<Data>,
+  body: SnapshotBody<Data> | SerialisedBody<Data>,
   options: { msgpack: boolean },
 ) {
   const { request, set } = context
@@ -114,12 +120,11 @@ export function snapshotResponse<Data>(
   const rateLimit = rateLimitOf(request)
   if (format === 'msgpack') {
     headers['content-type'] = MSGPACK
-    return bytesResponse(packr.pack({ data: body.data, ...(body.meta && { meta: body.meta }), rate_limit: rateLimit }), headers)
+    const data = 'json' in body ? body.rows() : body.data
+    return bytesResponse(packr.pack({ data, ...(body.meta && { meta: body.meta }), rate_limit: rateLimit }), headers)
   }
   headers['content-type'] = 'application/json'
   const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
-  const rest = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
-  const data = body.dataJson ?? JSON.stringify(body.data)
-  const bytes = typeof data === 'string' ? Buffer.from(`{"data":${data}${rest}`) : Buffer.concat([DATA_OPENING, data, Buffer.from(rest)])
-  return bytesResponse(bytes, headers)
+  const tail = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
+  return bytesResponse('json' in body ? body.json(DATA_OPENING, Buffer.from(tail)) : Buffer.from(`{"data":${JSON.stringify(body.data)}${tail}`), headers)
 }

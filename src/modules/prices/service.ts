@@ -1,6 +1,6 @@
 import { invalidQuery, notFound } from '../../shared/errors'
-import { parseIdList } from '../../shared/id-list'
-import type { ChangePosition, PriceSnapshot, SnapshotCard } from '../snapshot/snapshot'
+import { idsAsWritten } from '../../shared/id-list'
+import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
 import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
 
 function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {
@@ -14,19 +14,16 @@ const snapshotMeta = (snapshot: PriceSnapshot) => ({ snapshot_version: snapshot.
 
 /** Bulk price rows for the ids, in request order, from the snapshot's ready-made JSON; unknown ids in `meta.not_found`. */
 export function bulkPrices(snapshot: PriceSnapshot, rawIds: string) {
-  const ids = parseIdList(rawIds, MAX_BULK_PRICE_IDS)
-  const cards: SnapshotCard[] = []
-  const missing: number[] = []
-  for (const id of ids) {
-    const card = snapshot.card(id)
-    if (card) cards.push(card)
-    else missing.push(id)
-  }
-  const data: BulkPriceRow[] = cards.map((card) => card.bulk)
+  const selection = snapshot.selectBulk(idsAsWritten(rawIds, MAX_BULK_PRICE_IDS))
   return {
-    data,
-    dataJson: snapshot.bulkRowsJson(cards),
-    meta: { requested: ids.length, found: data.length, not_found: missing, ...snapshotMeta(snapshot) },
+    rows: () => snapshot.bulkObjects(selection),
+    json: (head: Uint8Array, tail: Uint8Array) => snapshot.bulkJson(selection, head, tail),
+    meta: {
+      requested: selection.count + selection.missing.length,
+      found: selection.count,
+      not_found: selection.missing,
+      ...snapshotMeta(snapshot),
+    },
   }
 }
 

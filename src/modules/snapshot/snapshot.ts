@@ -3,6 +3,7 @@ import { isFoilPrinting, printingOrder } from '../catalog/printings'
 import { priceRowOf } from '../catalog/service'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from '../prices/model'
 import { MOVER_DIRECTIONS, MOVER_PERIODS } from '../prices/model'
+import { BulkIndex, type BulkSelection } from './bulk-index'
 import type { SnapshotSource } from './repo'
 
 /** A card as the snapshot keeps it: what bulk rows and mover rows need, and its prices. */
@@ -18,10 +19,6 @@ export interface SnapshotCard {
   imageUrl: string
   /** The spec's Price objects, primary printing first (DESIGN decision 3). */
   prices: Price[]
-  bulk: BulkPriceRow
-  /** Where `bulk`, serialised once at build time, lies in the snapshot's bulk buffer. */
-  bulkStart: number
-  bulkEnd: number
 }
 
 export interface MoverFilter {
@@ -66,8 +63,11 @@ export class PriceSnapshot {
   readonly asOf: string | null
   private readonly cards: Map<number, SnapshotCard>
   private readonly gamesBySlug: Map<string, number>
-  /** Every card's Bulk price row as UTF-8 JSON, back to back (see SnapshotCard.bulkStart). */
+  /** Every card's Bulk price row as UTF-8 JSON, back to back (bulkIndex says where). */
   private readonly bulkBuffer: Buffer
+  private readonly bulkIndex: BulkIndex
+  /** Every card's Bulk price row as an object (for msgpack), at the index bulkIndex gives. */
+  private readonly bulkRows: BulkPriceRow[]
   /** The movers' rows: every printing with a market price, by card id, then printing. */
   private readonly moverRows: MoverRows
   /** Per period, direction, game, product type and printing (each or ANY): positions in moverRows, biggest move first. */
@@ -83,6 +83,8 @@ export class PriceSnapshot {
       cards: Map<number, SnapshotCard>
       gamesBySlug: Map<string, number>
       bulkBuffer: Buffer
+      bulkIndex: BulkIndex
+      bulkRows: BulkPriceRow[]
       moverRows: MoverRows
       movers: Map<string, Int32Array>
       changes: Map<number | '*', Price[]>
@@ -93,6 +95,8 @@ export class PriceSnapshot {
     this.cards = parts.cards
     this.gamesBySlug = parts.gamesBySlug
     this.bulkBuffer = parts.bulkBuffer
+    this.bulkIndex = parts.bulkIndex
+    this.bulkRows = parts.bulkRows
     this.moverRows = parts.moverRows
     this.movers = parts.movers
     this.changes = parts.changes
@@ -117,9 +121,6 @@ export class PriceSnapshot {
         foilOnly: row.foilOnly,
         imageUrl: row.imageUrl,
         prices: [],
-        bulk: undefined as never,
-        bulkStart: 0,
-        bulkEnd: 0,
       })
     }
     let asOf: string | null = null
@@ -127,7 +128,9 @@ export class PriceSnapshot {
       cards.get(price.card_id)?.prices.push(price)
       if (asOf === null || price.last_updated_at > asOf) asOf = price.last_updated_at
     }
+    const bulkRows: BulkPriceRow[] = []
     const bulkJson: string[] = []
+    const bulkIndex = new BulkIndex(cards.size)
     let bulkBytes = 0
     const orders = new Map<number, (a: string, b: string) => number>()
     for (const card of cards.values()) {
@@ -136,7 +139,7 @@ export class PriceSnapshot {
       card.prices.sort((a, b) => order(a.printing, b.printing))
       const primary = card.prices[0]
       const foil = card.prices.find((price) => isFoilPrinting(price.printing))
-      card.bulk = {
+      const bulk: BulkPriceRow = {
         card_id: card.id,
         market_price: primary?.market_price ?? null,
         low_price: primary?.low_price ?? null,
@@ -144,10 +147,10 @@ export class PriceSnapshot {
         price_change_24h: primary?.price_change_24h ?? null,
         last_updated_at: primary?.last_updated_at ?? null,
       }
-      const json = JSON.stringify(card.bulk)
-      card.bulkStart = bulkBytes
+      const json = JSON.stringify(bulk)
+      const start = bulkBytes
       bulkBytes += Buffer.byteLength(json)
-      card.bulkEnd = bulkBytes
+      bulkIndex.add(card.id, start, bulkBytes, bulkRows.push(bulk) - 1)
       bulkJson.push(json)
     }
     const ordered = inFeedOrder(cards)
@@ -155,6 +158,8 @@ export class PriceSnapshot {
       cards,
       gamesBySlug: new Map(source.games.map((game) => [game.slug, game.id])),
       bulkBuffer: Buffer.from(bulkJson.join('')),
+      bulkIndex,
+      bulkRows,
       ...buildMovers(ordered),
       changes: buildChanges(ordered, cards),
       priceCount: source.prices.length,
@@ -166,24 +171,37 @@ export class PriceSnapshot {
     return this.cards.get(id)
   }
 
+  /** The cards these ids name, each once in request order, and the ids that name none. */
+  selectBulk(ids: number[]): BulkSelection {
+    return this.bulkIndex.select(ids)
+  }
+
   /**
-   * A JSON array of these cards' Bulk price rows as bytes, copied from the serialised rows: no
-   * serialising and no UTF-8 encoding per request (500 rows take a few µs).
+   * `head`, a JSON array of the selected cards' Bulk price rows, then `tail`, as bytes copied from
+   * the rows serialised at build time: no serialising and no UTF-8 encoding per request.
    */
-  bulkRowsJson(cards: SnapshotCard[]): Uint8Array {
-    let length = 2 + Math.max(0, cards.length - 1)
-    for (const card of cards) length += card.bulkEnd - card.bulkStart
+  bulkJson(selection: BulkSelection, head: Uint8Array, tail: Uint8Array): Buffer {
+    const { slots, count } = selection
+    const index = this.bulkIndex
+    let length = head.length + 2 + Math.max(0, count - 1) + tail.length
+    for (let i = 0; i < count; i++) length += index.end(slots[i]!) - index.start(slots[i]!)
     const out = Buffer.allocUnsafe(length)
-    let at = 0
+    out.set(head)
+    let at = head.length
     out[at++] = 0x5b // [
-    for (let i = 0; i < cards.length; i++) {
-      const card = cards[i]!
+    for (let i = 0; i < count; i++) {
       if (i > 0) out[at++] = 0x2c // ,
-      // Buffer.copy, not set(subarray()): a view per row was half of this function's time.
-      at += this.bulkBuffer.copy(out, at, card.bulkStart, card.bulkEnd)
+      // Buffer.copy, not set(subarray()): a view per row was half of this loop's time.
+      at += this.bulkBuffer.copy(out, at, index.start(slots[i]!), index.end(slots[i]!))
     }
-    out[at] = 0x5d // ]
+    out[at++] = 0x5d // ]
+    out.set(tail, at)
     return out
+  }
+
+  /** The selected cards' Bulk price rows as objects. */
+  bulkObjects(selection: BulkSelection): BulkPriceRow[] {
+    return Array.from(selection.slots.subarray(0, selection.count), (slot) => this.bulkRows[this.bulkIndex.row(slot)]!)
   }
 
   /** The game's id, or undefined when no game has the slug. */
