@@ -66,16 +66,18 @@ function matchesIfNoneMatch(request: Request, etag: string): boolean {
  */
 const UNCORKED_FROM_BYTES = 16_384 - 1_024
 
-/** A 200 with these bytes, as a one-chunk stream when Bun would write a buffered body piecemeal. */
-export function bytesResponse(bytes: Uint8Array, headers: Record<string, string>): Response {
-  if (bytes.byteLength < UNCORKED_FROM_BYTES) return new Response(bytes, { headers })
-  const body = new ReadableStream<Uint8Array>({
+/** A 200 with this body, as a one-chunk stream when Bun would write a buffered body piecemeal. */
+export function bytesResponse(body: Uint8Array | string, headers: Record<string, string>): Response {
+  const size = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength
+  if (size < UNCORKED_FROM_BYTES) return new Response(body, { headers })
+  const bytes = typeof body === 'string' ? Buffer.from(body) : body
+  const stream = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(bytes)
       controller.close()
     },
   })
-  return new Response(body, { headers })
+  return new Response(stream, { headers })
 }
 
 export interface SnapshotBody<Data> {
@@ -126,5 +128,5 @@ export function snapshotResponse<Data>(
   headers['content-type'] = 'application/json'
   const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
   const tail = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
-  return bytesResponse('json' in body ? body.json(DATA_OPENING, Buffer.from(tail)) : Buffer.from(`{"data":${JSON.stringify(body.data)}${tail}`), headers)
+  return bytesResponse('json' in body ? body.json(DATA_OPENING, Buffer.from(tail)) : `{"data":${JSON.stringify(body.data)}${tail}`, headers)
 }
