@@ -7,7 +7,6 @@ import type { PriceSnapshot } from '../snapshot/snapshot'
 const packr = new Packr({ useRecords: false })
 
 export const MSGPACK = 'application/msgpack'
-const DATA_OPENING = Buffer.from('{"data":')
 
 /**
  * The 304 every snapshot-backed route may answer. An empty string rather than Type.Void, which
@@ -88,8 +87,8 @@ export interface SnapshotBody<Data> {
 /** A body whose rows the snapshot keeps serialised: its JSON is copied bytes, its objects are made for msgpack only. */
 export interface SerialisedBody<Data> {
   rows(): Data
-  /** `head`, the rows as a JSON array, then `tail`, as one buffer. */
-  json(head: Uint8Array, tail: Uint8Array): Uint8Array
+  /** `head`, the rows as a JSON array, then `tail`. */
+  json(head: string, tail: string): Uint8Array | string
   meta?: object
 }
 
@@ -128,5 +127,5 @@ export function snapshotResponse<Data>(
   headers['content-type'] = 'application/json'
   const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
   const tail = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
-  return bytesResponse('json' in body ? body.json(DATA_OPENING, Buffer.from(tail)) : `{"data":${JSON.stringify(body.data)}${tail}`, headers)
+  return bytesResponse('json' in body ? body.json('{"data":', tail) : `{"data":${JSON.stringify(body.data)}${tail}`, headers)
 }

@@ -240,6 +240,24 @@ describe('GET /v1/prices/top-movers', () => {
     for (const change of changes) expect(options.direction === 'down' ? change < 0 : change > 0).toBe(true)
   })
 
+  test('asked again, with another limit or one filter changed, each answer is still its own (answers are kept serialised)', async () => {
+    const asks: MoverOptions[] = [
+      { game: game!.slug, limit: 5 },
+      { game: game!.slug, limit: 12 },
+      { game: game!.slug, limit: 5 },
+      { game: game!.slug, limit: 5, direction: 'down' },
+      { game: game!.slug, limit: 5, period: '7d' },
+      { game: game!.slug, limit: 5, type: 'Sealed Products' },
+      { limit: 5 },
+      { game: game!.slug, limit: 12 },
+    ]
+    for (const options of asks) {
+      const query = new URLSearchParams(Object.entries(options).map(([k, v]) => [k, String(v)] as [string, string]))
+      const { body } = await server.json(`/v1/prices/top-movers?${query}`, freeKey)
+      expect(body.data).toEqual(await expectedMovers(options))
+    }
+  })
+
   test('default limit is 20; a game with no movers in a direction gives an empty list, not an error', async () => {
     expect((await server.json('/v1/prices/top-movers', freeKey)).body.data).toHaveLength(20)
     for (const printing of ['No%20Such%20Printing', '*', '%00']) {

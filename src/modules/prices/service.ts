@@ -17,7 +17,7 @@ export function bulkPrices(snapshot: PriceSnapshot, rawIds: string) {
   const selection = snapshot.selectBulk(idsAsWritten(rawIds, MAX_BULK_PRICE_IDS))
   return {
     rows: () => snapshot.bulkObjects(selection),
-    json: (head: Uint8Array, tail: Uint8Array) => snapshot.bulkJson(selection, head, tail),
+    json: (head: string, tail: string) => snapshot.bulkJson(selection, head, tail),
     meta: {
       requested: selection.count + selection.missing.length,
       found: selection.count,
@@ -34,8 +34,13 @@ export function topMovers(
   const gameId = gameIdOf(snapshot, query.game)
   const period = query.period ?? '24h'
   const direction = query.direction ?? 'up'
-  const data = snapshot.topMovers({ period, direction, gameId, type: query.type, printing: query.printing, limit: query.limit ?? 20 })
-  return { data, meta: { period, direction, count: data.length, ...snapshotMeta(snapshot) } }
+  const filter = { period, direction, gameId, type: query.type, printing: query.printing, limit: query.limit ?? 20 }
+  const { json, count } = snapshot.topMoversJson(filter)
+  return {
+    rows: () => snapshot.topMovers(filter),
+    json: (head: string, tail: string) => `${head}${json}${tail}`,
+    meta: { period, direction, count, ...snapshotMeta(snapshot) },
+  }
 }
 
 

@@ -39,6 +39,9 @@ export interface ChangePosition {
 
 const CHANGE_FIELD = { '24h': 'price_change_24h', '7d': 'price_change_7d', '30d': 'price_change_30d' } as const
 
+/** Serialised movers answers a snapshot keeps: a few MB at most (50 rows of about 400 bytes each). */
+const MOVER_ANSWERS_KEPT = 2_048
+
 /** "Any" in a movers key: null, which no game, type or printing name can equal. */
 const ANY = null
 
@@ -74,6 +77,8 @@ export class PriceSnapshot {
   private readonly movers: Map<string, Int32Array>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
   private readonly changes: Map<number | '*', Price[]>
+  /** Movers answers serialised so far, by filter (see topMoversJson). */
+  private readonly moverAnswers = new Map<string, { json: string; count: number }>()
 
   private constructor(
     readonly version: string,
@@ -180,14 +185,14 @@ export class PriceSnapshot {
    * `head`, a JSON array of the selected cards' Bulk price rows, then `tail`, as bytes copied from
    * the rows serialised at build time: no serialising and no UTF-8 encoding per request.
    */
-  bulkJson(selection: BulkSelection, head: Uint8Array, tail: Uint8Array): Buffer {
+  bulkJson(selection: BulkSelection, head: string, tail: string): Buffer {
     const { slots, count } = selection
     const index = this.bulkIndex
-    let length = head.length + 2 + Math.max(0, count - 1) + tail.length
+    const [headBytes, tailBytes] = [Buffer.byteLength(head), Buffer.byteLength(tail)]
+    let length = headBytes + 2 + Math.max(0, count - 1) + tailBytes
     for (let i = 0; i < count; i++) length += index.end(slots[i]!) - index.start(slots[i]!)
     const out = Buffer.allocUnsafe(length)
-    out.set(head)
-    let at = head.length
+    let at = out.write(head)
     out[at++] = 0x5b // [
     for (let i = 0; i < count; i++) {
       if (i > 0) out[at++] = 0x2c // ,
@@ -195,7 +200,7 @@ export class PriceSnapshot {
       at += this.bulkBuffer.copy(out, at, index.start(slots[i]!), index.end(slots[i]!))
     }
     out[at++] = 0x5d // ]
-    out.set(tail, at)
+    out.write(tail, at)
     return out
   }
 
@@ -207,6 +212,23 @@ export class PriceSnapshot {
   /** The game's id, or undefined when no game has the slug. */
   gameId(slug: string): number | undefined {
     return this.gamesBySlug.get(slug)
+  }
+
+  /**
+   * The top movers under the filter as a JSON array, serialised on first use and kept for the
+   * snapshot's life (it never changes): the same few filters are asked again and again. At most
+   * MOVER_ANSWERS_KEPT are kept; past that the oldest goes.
+   */
+  topMoversJson(filter: MoverFilter): { json: string; count: number } {
+    const key = `${moverKey(filter.period, filter.direction, filter.gameId ?? ANY, filter.type ?? ANY, filter.printing ?? ANY)}${filter.limit}`
+    let answer = this.moverAnswers.get(key)
+    if (!answer) {
+      const rows = this.topMovers(filter)
+      answer = { json: JSON.stringify(rows), count: rows.length }
+      if (this.moverAnswers.size >= MOVER_ANSWERS_KEPT) this.moverAnswers.delete(this.moverAnswers.keys().next().value!)
+      this.moverAnswers.set(key, answer)
+    }
+    return answer
   }
 
   /** The top movers under the filter: the head of one pre-sorted list. */
