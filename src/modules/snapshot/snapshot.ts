@@ -48,6 +48,9 @@ const ANY = null
 const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | null, type: string | null, printing: string | null) =>
   JSON.stringify([period, direction, gameId, type, printing])
 
+/** The key of the list a filter reads (its limit aside). */
+const moverKeyOf = (filter: MoverFilter) => moverKey(filter.period, filter.direction, filter.gameId ?? ANY, filter.type ?? ANY, filter.printing ?? ANY)
+
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
 const compareToPosition = (price: Price, position: ChangePosition) =>
@@ -220,7 +223,7 @@ export class PriceSnapshot {
    * MOVER_ANSWERS_KEPT are kept; past that the oldest goes.
    */
   topMoversJson(filter: MoverFilter): { json: string; count: number } {
-    const key = `${moverKey(filter.period, filter.direction, filter.gameId ?? ANY, filter.type ?? ANY, filter.printing ?? ANY)}${filter.limit}`
+    const key = `${moverKeyOf(filter)}${filter.limit}`
     let answer = this.moverAnswers.get(key)
     if (!answer) {
       const rows = this.topMovers(filter)
@@ -233,8 +236,7 @@ export class PriceSnapshot {
 
   /** The top movers under the filter: the head of one pre-sorted list. */
   topMovers(filter: MoverFilter): TopMoverRow[] {
-    const key = moverKey(filter.period, filter.direction, filter.gameId ?? ANY, filter.type ?? ANY, filter.printing ?? ANY)
-    const list = this.movers.get(key)?.subarray(0, filter.limit) ?? []
+    const list = this.movers.get(moverKeyOf(filter))?.subarray(0, filter.limit) ?? []
     const field = CHANGE_FIELD[filter.period]
     const rows: TopMoverRow[] = []
     for (const position of list) {
