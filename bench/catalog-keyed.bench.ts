@@ -14,7 +14,7 @@ import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, loadPaths, prepareBenchDatabase } from './database'
+import { benchAccounts, loadPaths, prepareBenchDatabase, spawnBenchService } from './database'
 
 const DATABASE_URL = process.env.BENCH_MEDIUM_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_medium'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -60,15 +60,7 @@ console.error('starting the service')
 const loadBefore = loadavg()
 const rows: string[] = []
 let failed = false
-const app = await spawnUntilListening(['src/index.ts'], {
-  ...process.env,
-  DATABASE_URL,
-  REDIS_URL,
-  REDIS_KEY_PREFIX: redisPrefix,
-  PORT: '0',
-  HOST: '127.0.0.1',
-  LOG_LEVEL: 'info', // the 'listening' line is an info log
-})
+const app = await spawnBenchService(DATABASE_URL, REDIS_URL, redisPrefix)
 try {
   for (const scenario of SCENARIOS.filter((s) => !ONLY || s.name.endsWith(ONLY))) {
     console.error(`${scenario.name}: preparing`)

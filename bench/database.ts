@@ -6,7 +6,7 @@ import type { Database } from '../src/db/client'
 import { accounts } from '../src/db/schema'
 import { createAccount } from '../src/modules/auth/accounts'
 import { createKey } from '../src/modules/auth/keys'
-import { ROOT } from '../test/helpers/process'
+import { type Listening, ROOT, spawnUntilListening } from '../test/helpers/process'
 
 /**
  * Creates the bench database if missing and seeds a demo catalog (default `small`) into it once
@@ -97,5 +97,21 @@ export function loadPaths(base: string, paths: string[], amount: number, connect
     instance.on('response', () => {
       last = performance.now()
     })
+  })
+}
+
+/**
+ * The service (`src/index.ts`) on a free port against these PostgreSQL and Redis, its Redis keys
+ * under `redisPrefix`, logging at info: the 'listening' line, and 'price snapshot built', are info logs.
+ */
+export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPrefix: string): Promise<Listening> {
+  return spawnUntilListening(['src/index.ts'], {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: redisUrl,
+    REDIS_KEY_PREFIX: redisPrefix,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
   })
 }

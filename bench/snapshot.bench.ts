@@ -23,7 +23,7 @@ import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, loadPaths, prepareBenchDatabase, type Run } from './database'
+import { benchAccounts, loadPaths, prepareBenchDatabase, type Run, spawnBenchService } from './database'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -106,15 +106,7 @@ const loadBefore = loadavg()
 const rows: string[] = []
 const comparison: { snapshot?: Run; postgres?: Run } = {}
 let failed = false
-const app = await spawnUntilListening(['src/index.ts'], {
-  ...process.env,
-  DATABASE_URL,
-  REDIS_URL,
-  REDIS_KEY_PREFIX: redisPrefix,
-  PORT: '0',
-  HOST: '127.0.0.1',
-  LOG_LEVEL: 'info', // the 'listening' line is an info log, and so is 'price snapshot built'
-})
+const app = await spawnBenchService(DATABASE_URL, REDIS_URL, redisPrefix)
 const builtLog = app.lines.find((line) => line.msg === 'price snapshot built')
 type SnapshotStatus = { build_ms: number; cards: number; prices: number } | null
 let snapshot: SnapshotStatus = null
