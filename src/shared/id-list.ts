@@ -25,21 +25,25 @@ export function idsAsWritten(raw: string, max: number, field = 'ids'): number[] 
  */
 function plainIdList(raw: string, max: number): number[] | undefined {
   const ids: number[] = []
+  const length = raw.length
   let value = 0
   let digits = 0
-  for (let i = 0; i <= raw.length; i++) {
-    const code = i < raw.length ? raw.charCodeAt(i) : 44 // the end closes the last item like a comma
-    if (code >= 48 && code <= 57) {
-      if (digits === 0 && code === 48) return undefined
-      value = value * 10 + (code - 48)
-      if (++digits > 10) return undefined
-      continue
+  for (let i = 0; i < length; i++) {
+    const code = raw.charCodeAt(i)
+    if (code === 44) {
+      if (digits === 0 || value > MAX_ID || ids.length === max) return undefined
+      ids.push(value)
+      value = 0
+      digits = 0
+    } else {
+      const digit = code - 48
+      if (digit < 0 || digit > 9 || (digits === 0 && digit === 0) || ++digits > 10) return undefined
+      value = value * 10 + digit
     }
-    if (code !== 44 || digits === 0 || value > MAX_ID || ids.length === max) return undefined
-    ids.push(value)
-    value = 0
-    digits = 0
   }
+  // The end closes the last item as a comma does.
+  if (digits === 0 || value > MAX_ID || ids.length === max) return undefined
+  ids.push(value)
   return ids
 }
 

@@ -77,6 +77,15 @@ describe('GET /v1/bulk/prices', () => {
     expect(headers.get('content-type')).toBe('application/json')
   })
 
+  test('one id is an array of one row; ids of no card alone are an empty array', async () => {
+    const one = await server.json(`/v1/bulk/prices?ids=${allCardIds[5]}`, proKey)
+    expect(one.body.data.map((row: BulkRow) => row.card_id)).toEqual([allCardIds[5]])
+    const none = await server.json(`/v1/bulk/prices?ids=${maxCardId + 3},${maxCardId + 2}`, proKey)
+    expect(none.status).toBe(200)
+    expect(none.body.data).toEqual([])
+    expect(none.body.meta).toMatchObject({ requested: 2, found: 0, not_found: [maxCardId + 3, maxCardId + 2] })
+  })
+
   test('spaces around ids are allowed; exactly 500 ids is fine', async () => {
     const spaced = await server.json(`/v1/bulk/prices?ids=${encodeURIComponent(` ${allCardIds[0]} , ${allCardIds[1]}`)}`, proKey)
     expect(spaced.body.data.map((row: BulkRow) => row.card_id)).toEqual([allCardIds[0], allCardIds[1]])
