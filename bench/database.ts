@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
 import { like } from 'drizzle-orm'
 import Redis from 'ioredis'
@@ -63,6 +64,22 @@ export interface Run {
   rps: number
   /** requests.total / duration, as catalog-keyed.bench.ts reports it (see `loadPaths`). */
   autocannonRps: number
+  /**
+   * The share of the machine's CPU time the hypervisor gave to other guests during the run
+   * (/proc/stat steal): on the shared VMs the benches have run on, the same yardstick moved 2×
+   * between runs, and this says when a run was starved.
+   */
+  steal: number
+}
+
+/** Steal and total CPU ticks so far, from the first line of /proc/stat (0 and 0 where there is none). */
+function cpuTicks(): { steal: number; total: number } {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
+    return { steal: fields[7] ?? 0, total: fields.reduce((sum, n) => sum + n, 0) }
+  } catch {
+    return { steal: 0, total: 0 }
+  }
 }
 
 /**
@@ -76,6 +93,7 @@ export interface Run {
 export function loadPaths(base: string, paths: string[], amount: number, connections: number, key?: string): Promise<Run> {
   let next = 0
   let last = 0
+  const ticksBefore = cpuTicks()
   const started = performance.now()
   return new Promise<Run>((resolve, reject) => {
     const instance = autocannon(
@@ -91,7 +109,9 @@ export function loadPaths(base: string, paths: string[], amount: number, connect
         if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
           return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
         }
-        resolve({ result, rps: result.requests.total / ((last - started) / 1000), autocannonRps: result.requests.total / result.duration })
+        const ticksAfter = cpuTicks()
+        const steal = (ticksAfter.steal - ticksBefore.steal) / Math.max(1, ticksAfter.total - ticksBefore.total)
+        resolve({ result, rps: result.requests.total / ((last - started) / 1000), autocannonRps: result.requests.total / result.duration, steal })
       },
     )
     instance.on('response', () => {
