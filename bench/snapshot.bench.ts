@@ -44,6 +44,8 @@ const BUILD_BUDGET_MS = 3_000
 const BUILD_BUDGET_PRINTINGS = 500_000
 const RSS_BUDGET_MB = 600
 const BULK_LISTS = 20
+/** Alternating yardstick and service runs per scenario; the budget is judged on the median round. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const BULK_IDS = 500
 
 console.error('preparing the database')
@@ -106,6 +108,7 @@ function memoryOf(pid: number): { rss: number; peak: number } {
 }
 
 const percent = (share: number) => `${(share * 100).toFixed(1)}%`
+const median = (values: number[]) => values.toSorted((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!
 
 const BULK_FIELDS = ['card_id', 'market_price', 'low_price', 'foil_market_price', 'price_change_24h', 'last_updated_at'] as const
 const bulkRows = (body: { data: Record<string, unknown>[] }) => JSON.stringify(body.data.map((row) => BULK_FIELDS.map((field) => row[field])))
@@ -163,22 +166,30 @@ try {
     const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
     try {
       await loadPaths(baseline.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS)
-      const bare = await loadPaths(baseline.url, scenario.paths, REQUESTS, CONNECTIONS)
-      console.error(`${scenario.name}: baseline done, loading the service`)
-      await loadPaths(app.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS, await freshKey()) // its own account: each run stays under the quota
-      const ours = await loadPaths(app.url, scenario.paths, REQUESTS, CONNECTIONS, key)
+      await loadPaths(app.url, scenario.paths, WARMUP_REQUESTS, CONNECTIONS, await freshKey()) // each run on its own account: the quota
+      // Rounds alternate the yardstick and the service, and the round with the median ratio is
+      // reported: a burst of steal (another guest on the host) lands on one run, not on all of one side.
+      const rounds: { bare: Run; ours: Run; ratio: number }[] = []
+      for (let round = 1; round <= ROUNDS; round++) {
+        const bare = await loadPaths(baseline.url, scenario.paths, REQUESTS, CONNECTIONS)
+        const ours = await loadPaths(app.url, scenario.paths, REQUESTS, CONNECTIONS, round === 1 ? key : await freshKey())
+        // req/s over the whole run, timed here (see `loadPaths`): autocannon's own figure misreads runs of a few seconds.
+        rounds.push({ bare, ours, ratio: ours.rps / bare.rps })
+        console.error(`${scenario.name}: round ${round} of ${ROUNDS}, ratio ${(ours.rps / bare.rps).toFixed(2)}`)
+      }
+      const byRatio = rounds.toSorted((a, b) => a.ratio - b.ratio)
+      const { bare, ours, ratio } = byRatio[Math.floor((byRatio.length - 1) / 2)]!
+      const p99 = median(rounds.map((r) => r.ours.result.latency.p99))
       if (scenario.name === 'GET /v1/bulk/prices') comparison.snapshot = ours
-      // req/s over the whole run, timed here (see `load`): autocannon's per-second average misreads runs of a few seconds.
-      const ratio = ours.rps / bare.rps
-      const pass =
-        (scenario.minRatio === undefined || ratio >= scenario.minRatio) && (scenario.p99Ms === undefined || ours.result.latency.p99 <= scenario.p99Ms)
+      const pass = (scenario.minRatio === undefined || ratio >= scenario.minRatio) && (scenario.p99Ms === undefined || p99 <= scenario.p99Ms)
       failed ||= !pass
       const budget = [scenario.minRatio !== undefined && `≥ ${scenario.minRatio.toFixed(2)} × bare`, scenario.p99Ms !== undefined && `p99 ≤ ${scenario.p99Ms} ms`]
         .filter(Boolean)
         .join(', ')
+      const spread = `${byRatio[0]!.ratio.toFixed(2)}–${byRatio.at(-1)!.ratio.toFixed(2)}`
       rows.push(
-        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.result.latency.p50} | ${ours.result.latency.p99} | ${Math.round(ours.rps)} | ` +
-          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ratio.toFixed(2)} | ${budget} | ${pass ? 'PASS' : 'FAIL'} | ` +
+        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.result.latency.p50} | ${p99} (${rounds.map((r) => r.ours.result.latency.p99).join(', ')}) | ${Math.round(ours.rps)} | ` +
+          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ratio.toFixed(2)} (${spread}) | ${budget} | ${pass ? 'PASS' : 'FAIL'} | ` +
           `${Math.round(ours.autocannonRps)} / ${Math.round(bare.autocannonRps)} (${(ours.autocannonRps / bare.autocannonRps).toFixed(2)}) | ` +
           `${percent(ours.steal)} / ${percent(bare.steal)} |`,
       )
@@ -211,7 +222,7 @@ console.log(
   `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
     `demo catalog at ${new URL(DATABASE_URL).pathname.slice(1)} (${counts!.games} games, ${counts!.sets} sets, ${counts!.cards} cards, ${counts!.printings} printings), ` +
     `Redis quota store, load average ${load1(loadBefore)} before / ${load1(loadavg())} after, ` +
-    `${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up (${POSTGRES_WARMUP_REQUESTS} for PostgreSQL), latency in ms (autocannon: whole ms), autocannon in this process on the same cores\n`,
+    `${ROUNDS} alternating rounds (yardstick, then service) of ${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up each (PostgreSQL: one run after ${POSTGRES_WARMUP_REQUESTS}), the median round reported, latency in ms (autocannon: whole ms), autocannon in this process on the same cores\n`,
 )
 console.log('| measure | value | budget | result |')
 console.log('|---|---|---|---|')
@@ -225,7 +236,7 @@ console.log(`| service RSS after the build | ${mb(afterBuild.rss)} (peak so far 
 console.log(`| service RSS after the load | ${mb(afterLoad.rss)} (peak ${mb(afterLoad.peak)}) | ≤ ${RSS_BUDGET_MB} MB | ${afterLoad.rss <= RSS_BUDGET_MB ? 'PASS' : 'FAIL'} |`)
 console.log('')
 console.log(
-  '| path | connections | distinct requests | body bytes, mean (min–max) | p50 | p99 | req/s | bare Bun.serve req/s | bare p99 | ratio | budget | result | req/s by autocannon duration, ours / bare (ratio) | CPU steal during the run, ours / bare |',
+  '| path | connections | distinct requests | body bytes, mean (min–max) | p50 | p99, median (each round) | req/s | bare Bun.serve req/s | bare p99 | ratio, median round (all rounds) | budget | result | req/s by autocannon duration, ours / bare (ratio) | CPU steal during the run, ours / bare |',
 )
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 for (const row of rows) console.log(row)
