@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test'
+import { createHash } from 'node:crypto'
 import Redis from 'ioredis'
 import { testRedis } from '../../../test/helpers/auth'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
@@ -174,5 +175,12 @@ describe('key material', () => {
     }
     // Every base62 character turns up: the alphabet is used whole.
     expect(new Set(keys.flatMap((k) => [...k.raw.slice(9)])).size).toBe(62)
+  })
+
+  test('the stored hash is standard SHA-256 in hex, so hashes stored by earlier versions still match', () => {
+    expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad')
+    for (const value of ['', 'tcg_live_0123456789abcdefghijABCDEFGHIJ01', 'sessión ✓']) {
+      expect(sha256Hex(value)).toBe(createHash('sha256').update(value).digest('hex'))
+    }
   })
 })
