@@ -59,3 +59,6 @@ export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not
 /** 400 for a query string the schema let through: `Invalid query: <message>`, naming each bad field. */
 export const invalidQuery = (message: string, details: ErrorDetail[]) => new AppError('INVALID_PARAMETER', `Invalid query: ${message}`, details)
 
+/** invalidQuery for one field: `Invalid query: '<field>' <message>`, the same message in its detail. */
+export const invalidField = (field: string, message: string) => invalidQuery(`'${field}' ${message}`, [{ field, message }])
+

@@ -1,4 +1,4 @@
-import { invalidQuery, notFound } from '../../shared/errors'
+import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { idsAsWritten } from '../../shared/id-list'
 import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
 import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
@@ -54,8 +54,7 @@ function decodeCursor(cursor: string): ChangePosition {
       return { at: new Date(at).toISOString(), cardId: cardId as number, printing }
     }
   } catch {}
-  const message = "must be a previous answer's meta.next, unchanged"
-  throw invalidQuery(`'cursor' ${message}`, [{ field: 'cursor', message }])
+  throw invalidField('cursor', "must be a previous answer's meta.next, unchanged")
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Database } from '../../db/client'
-import { invalidQuery, notFound } from '../../shared/errors'
+import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
 import { cleanName } from '../../shared/text'
 import { toCardWithPrice } from '../catalog/service'
@@ -10,13 +10,11 @@ import * as repo from './repo'
 export function toSearchFilter(query: SearchQuery): SearchFilter {
   const q = query.q.trim()
   if (q.length < Q_MIN_LENGTH || q.length > Q_MAX_LENGTH) {
-    const message = `must be ${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters long (after trimming spaces)`
-    throw invalidQuery(`'q' ${message}`, [{ field: 'q', message }])
+    throw invalidField('q', `must be ${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters long (after trimming spaces)`)
   }
   const text = cleanName(q)
   if (text.length === 0) {
-    const message = 'must contain a letter or a digit'
-    throw invalidQuery(`'q' ${message}`, [{ field: 'q', message }])
+    throw invalidField('q', 'must contain a letter or a digit')
   }
   const { min_price: minPrice, max_price: maxPrice } = query
   if (minPrice !== undefined && maxPrice !== undefined && minPrice > maxPrice) {

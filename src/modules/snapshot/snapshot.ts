@@ -69,13 +69,13 @@ export class PriceSnapshot {
   readonly asOf: string | null
   private readonly cards: Map<number, SnapshotCard>
   private readonly gamesBySlug: Map<string, number>
-  /** Every card's Bulk price row as UTF-8 JSON, back to back (bulkIndex says where). */
+  /** Every card's Bulk price row as UTF-8 JSON, each after a comma, back to back (bulkIndex says where). */
   private readonly bulkBuffer: Buffer
   private readonly bulkIndex: BulkIndex
   /** Every card's Bulk price row as an object (for msgpack), at the index bulkIndex gives. */
   private readonly bulkRows: BulkPriceRow[]
   /** The movers' rows: every printing with a market price, by card id, then printing. */
-  private readonly moverRows: MoverRows
+  private readonly moverRows: RowsWithCards
   /** Per period, direction, game, product type and printing (each or ANY): positions in moverRows, biggest move first. */
   private readonly movers: Map<string, Int32Array>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
@@ -93,7 +93,7 @@ export class PriceSnapshot {
       bulkBuffer: Buffer
       bulkIndex: BulkIndex
       bulkRows: BulkPriceRow[]
-      moverRows: MoverRows
+      moverRows: RowsWithCards
       movers: Map<string, Int32Array>
       changes: Map<number | '*', Price[]>
       priceCount: number
@@ -284,7 +284,8 @@ function versionOf(fingerprint: string): string {
   return Bun.hash(fingerprint).toString(36)
 }
 
-interface MoverRows {
+/** Price rows, each beside its card (same index). */
+interface RowsWithCards {
   prices: Price[]
   cards: SnapshotCard[]
 }
@@ -297,11 +298,11 @@ interface MoverRows {
  * gain nor a loss. Lists hold positions in one array of rows (Int32Array), not object references:
  * counted first, then filled, so nothing grows and the collector has no references to trace.
  */
-function buildMovers(ordered: OrderedRows): { moverRows: MoverRows; movers: Map<string, Int32Array> } {
+function buildMovers(ordered: RowsWithCards): { moverRows: RowsWithCards; movers: Map<string, Int32Array> } {
   // In tie-break order (card id, then printing), so a tie on the change is settled by position alone.
   const entries: { price: Price; card: SnapshotCard }[] = []
   for (const [i, price] of ordered.prices.entries()) if (price.market_price !== null) entries.push({ price, card: ordered.cards[i]! })
-  const rows: MoverRows = { prices: entries.map((entry) => entry.price), cards: entries.map((entry) => entry.card) }
+  const rows: RowsWithCards = { prices: entries.map((entry) => entry.price), cards: entries.map((entry) => entry.card) }
 
   // Each row's (game, product type, printing), and the eight lists such a row goes to.
   const groups: [number, string, string][] = []
@@ -357,12 +358,8 @@ function buildMovers(ordered: OrderedRows): { moverRows: MoverRows; movers: Map<
  * of the movers and the change feed, reached with small per-card sorts instead of one sort of
  * every row.
  */
-interface OrderedRows {
-  prices: Price[]
-  cards: SnapshotCard[]
-}
-function inFeedOrder(cards: Map<number, SnapshotCard>): OrderedRows {
-  const ordered: OrderedRows = { prices: [], cards: [] }
+function inFeedOrder(cards: Map<number, SnapshotCard>): RowsWithCards {
+  const ordered: RowsWithCards = { prices: [], cards: [] }
   for (const card of [...cards.values()].sort((a, b) => a.id - b.id)) {
     for (const price of [...card.prices].sort((a, b) => byCodePoint(a.printing, b.printing))) {
       ordered.prices.push(price)
@@ -377,7 +374,7 @@ function inFeedOrder(cards: Map<number, SnapshotCard>): OrderedRows {
  * share few distinct update times (one per sync), so they are bucketed by time in card order and
  * only the distinct times are sorted.
  */
-function buildChanges(ordered: OrderedRows, cards: Map<number, SnapshotCard>): Map<number | '*', Price[]> {
+function buildChanges(ordered: RowsWithCards, cards: Map<number, SnapshotCard>): Map<number | '*', Price[]> {
   const byTime = new Map<string, Price[]>()
   for (const price of ordered.prices) {
     const bucket = byTime.get(price.last_updated_at)
