@@ -2,7 +2,7 @@ import type { Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
 import { priceRowOf } from '../catalog/service'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from '../prices/model'
-import { MOVER_DIRECTIONS, MOVER_PERIODS } from '../prices/model'
+import { MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS } from '../prices/model'
 import { BulkIndex, type BulkSelection } from './bulk-index'
 import type { SnapshotSource } from './repo'
 
@@ -45,6 +45,9 @@ const MOVER_ANSWERS_KEPT = 2_048
 /** "Any" in a movers key: null, which no game, type or printing name can equal. */
 const ANY = null
 
+/** The movers lists a price row is in: its game or any, its product type or any, its printing or any. */
+const LISTS_PER_ROW = 8
+
 const moverKey = (period: MoverPeriod, direction: MoverDirection, gameId: number | null, type: string | null, printing: string | null) =>
   JSON.stringify([period, direction, gameId, type, printing])
 
@@ -76,7 +79,7 @@ export class PriceSnapshot {
   private readonly bulkRows: BulkPriceRow[]
   /** The movers' rows: every printing with a market price, by card id, then printing. */
   private readonly moverRows: RowsWithCards
-  /** Per period, direction, game, product type and printing (each or ANY): positions in moverRows, biggest move first. */
+  /** Per period, direction, game, product type and printing (each or ANY): the first MAX_MOVERS positions in moverRows, biggest move first. */
   private readonly movers: Map<string, Int32Array>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
   private readonly changes: Map<number | '*', Price[]>
@@ -291,66 +294,131 @@ interface RowsWithCards {
 }
 
 /**
- * Every printing with a market price and a change over the period, sorted once per period and
- * direction (gains: largest first; losses: largest drop first; ties by card id, then printing),
- * then dealt into one list per game, product type and printing, with ANY lists across each (eight
- * per row), so every filter combination is the head of a list. An unchanged price is neither a
- * gain nor a loss. Lists hold positions in one array of rows (Int32Array), not object references:
- * counted first, then filled, so nothing grows and the collector has no references to trace.
+ * Every printing with a market price and a change over the period, ranked once per period
+ * (gains: largest first; losses: largest drop first; ties by card id, then printing), then dealt
+ * into one list per game, product type and printing, with ANY lists across each (eight per row),
+ * so every filter combination is the head of a list. An unchanged price is neither a gain nor a
+ * loss. Lists hold positions in one array of rows, at most MAX_MOVERS each (no query reads past
+ * that), all in one Int32Array per period and direction: nothing grows and the collector has no
+ * references to trace.
  */
 function buildMovers(ordered: RowsWithCards): { moverRows: RowsWithCards; movers: Map<string, Int32Array> } {
   // In tie-break order (card id, then printing), so a tie on the change is settled by position alone.
-  const entries: { price: Price; card: SnapshotCard }[] = []
-  for (const [i, price] of ordered.prices.entries()) if (price.market_price !== null) entries.push({ price, card: ordered.cards[i]! })
-  const rows: RowsWithCards = { prices: entries.map((entry) => entry.price), cards: entries.map((entry) => entry.card) }
+  const rows: RowsWithCards = { prices: [], cards: [] }
+  for (let i = 0; i < ordered.prices.length; i++) {
+    if (ordered.prices[i]!.market_price === null) continue
+    rows.prices.push(ordered.prices[i]!)
+    rows.cards.push(ordered.cards[i]!)
+  }
+  const count = rows.prices.length
 
-  // Each row's (game, product type, printing), and the eight lists such a row goes to.
+  // Each row's group (game, product type, printing): by game and type, then printing, without
+  // building a string key per row.
   const groups: [number, string, string][] = []
-  const groupOfRow = new Int32Array(entries.length)
-  const groupIds = new Map<string, number>()
-  for (const [i, { card, price }] of entries.entries()) {
-    const name = `${card.gameId}|${card.productType}|${price.printing}`
-    let id = groupIds.get(name)
-    if (id === undefined) groupIds.set(name, (id = groups.push([card.gameId, card.productType, price.printing]) - 1))
+  const groupOfRow = new Int32Array(count)
+  const groupIds = new Map<number, Map<string, Map<string, number>>>()
+  for (let i = 0; i < count; i++) {
+    const { gameId, productType } = rows.cards[i]!
+    const printing = rows.prices[i]!.printing
+    let ofGame = groupIds.get(gameId)
+    if (!ofGame) groupIds.set(gameId, (ofGame = new Map()))
+    let ofType = ofGame.get(productType)
+    if (!ofType) ofGame.set(productType, (ofType = new Map()))
+    let id = ofType.get(printing)
+    if (id === undefined) ofType.set(printing, (id = groups.push([gameId, productType, printing]) - 1))
     groupOfRow[i] = id
   }
 
   const movers = new Map<string, Int32Array>()
   for (const period of MOVER_PERIODS) {
     const field = CHANGE_FIELD[period]
-    const changes = new Float64Array(entries.length)
-    for (let i = 0; i < entries.length; i++) changes[i] = rows.prices[i]![field] ?? Number.NaN
+    const changes = new Float64Array(count)
+    for (let i = 0; i < count; i++) changes[i] = rows.prices[i]![field] ?? Number.NaN
+    const ranked = rankByMove(changes)
     for (const direction of MOVER_DIRECTIONS) {
-      const sign = direction === 'up' ? 1 : -1
-      const moved: number[] = []
-      for (let i = 0; i < entries.length; i++) if (changes[i]! * sign > 0) moved.push(i)
-      moved.sort((a, b) => (changes[b]! - changes[a]!) * sign || a - b)
-
+      const moved = ranked[direction]
+      // The eight lists of group g are listsOfGroup[g * 8] to [g * 8 + 7], as indexes into keys.
       const keys: string[] = []
       const keyIds = new Map<string, number>()
-      const listsOfGroup = groups.map(([gameId, type, printing]) => {
-        const ids: number[] = []
+      const listsOfGroup = new Int32Array(groups.length * LISTS_PER_ROW)
+      let at = 0
+      for (const [gameId, type, printing] of groups) {
         for (const g of [gameId, ANY] as const) {
           for (const t of [type, ANY]) {
             for (const p of [printing, ANY]) {
               const key = moverKey(period, direction, g, t, p)
               let id = keyIds.get(key)
               if (id === undefined) keyIds.set(key, (id = keys.push(key) - 1))
-              ids.push(id)
+              listsOfGroup[at++] = id
             }
           }
         }
-        return ids
-      })
+      }
+      // A query takes at most MAX_MOVERS rows from the head of a list, so a list stops there: each
+      // has its own MAX_MOVERS places in one array, filled in ranked order.
+      const all = new Int32Array(keys.length * MAX_MOVERS)
       const sizes = new Int32Array(keys.length)
-      for (const i of moved) for (const list of listsOfGroup[groupOfRow[i]!]!) sizes[list]!++
-      const lists = Array.from(sizes, (size) => new Int32Array(size))
-      const filled = new Int32Array(keys.length)
-      for (const i of moved) for (const list of listsOfGroup[groupOfRow[i]!]!) lists[list]![filled[list]!++] = i
-      for (const [id, key] of keys.entries()) if (sizes[id]! > 0) movers.set(key, lists[id]!)
+      for (let m = 0; m < moved.length; m++) {
+        const row = moved[m]!
+        const first = groupOfRow[row]! * LISTS_PER_ROW
+        for (let l = first; l < first + LISTS_PER_ROW; l++) {
+          const list = listsOfGroup[l]!
+          if (sizes[list]! < MAX_MOVERS) all[list * MAX_MOVERS + sizes[list]!++] = row
+        }
+      }
+      for (let list = 0; list < keys.length; list++) {
+        if (sizes[list]! > 0) movers.set(keys[list]!, all.subarray(list * MAX_MOVERS, list * MAX_MOVERS + sizes[list]!))
+      }
     }
   }
   return { moverRows: rows, movers }
+}
+
+/**
+ * The positions of the rows that moved, each way, biggest move first, ties in position order;
+ * NaN (no change known) and zero are neither. Without a comparator: the distinct values are
+ * sorted natively, each row finds its value's rank by binary search, and a counting sort by rank
+ * (stable, so ties keep position order) gives every row's place; a sort of positions calling a
+ * comparator was half of the snapshot's build time.
+ */
+export function rankByMove(changes: Float64Array): Record<MoverDirection, Int32Array> {
+  const values = changes.filter((change) => change !== 0 && !Number.isNaN(change)).sort()
+  let distinct = 0
+  for (const value of values) if (distinct === 0 || value !== values[distinct - 1]) values[distinct++] = value
+  const ranks = values.subarray(0, distinct)
+
+  // Row counts per rank, then where each rank's rows start (starts[distinct]: all of them).
+  const rankOfRow = new Int32Array(changes.length).fill(-1)
+  const starts = new Int32Array(distinct + 1)
+  for (let i = 0; i < changes.length; i++) {
+    const change = changes[i]!
+    if (change === 0 || Number.isNaN(change)) continue
+    let low = 0
+    let high = distinct - 1
+    while (low < high) {
+      const middle = (low + high) >>> 1
+      if (ranks[middle]! < change) low = middle + 1
+      else high = middle
+    }
+    rankOfRow[i] = low
+    starts[low + 1]!++
+  }
+  for (let rank = 0; rank < distinct; rank++) starts[rank + 1]! += starts[rank]!
+  const ascending = new Int32Array(starts[distinct]!)
+  const next = starts.slice(0, distinct)
+  for (let i = 0; i < changes.length; i++) if (rankOfRow[i]! >= 0) ascending[next[rankOfRow[i]!]!++] = i
+
+  // Losses are the ranks below zero, already in order; gains are the ranks above, taken from the top.
+  let firstGain = 0
+  while (firstGain < distinct && ranks[firstGain]! < 0) firstGain++
+  const down = ascending.subarray(0, starts[firstGain]!)
+  const up = new Int32Array(ascending.length - down.length)
+  let at = 0
+  for (let rank = distinct - 1; rank >= firstGain; rank--) {
+    up.set(ascending.subarray(starts[rank]!, starts[rank + 1]!), at)
+    at += starts[rank + 1]! - starts[rank]!
+  }
+  return { up, down }
 }
 
 /**
