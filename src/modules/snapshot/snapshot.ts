@@ -72,7 +72,7 @@ export class PriceSnapshot {
   readonly asOf: string | null
   private readonly cards: Map<number, SnapshotCard>
   private readonly gamesBySlug: Map<string, number>
-  /** Every card's Bulk price row as UTF-8 JSON, each after a comma, back to back (bulkIndex says where). */
+  /** Every card's Bulk price row as UTF-8 JSON, each after a comma (the first after `[`), back to back (bulkIndex says where). */
   private readonly bulkBuffer: Buffer
   private readonly bulkIndex: BulkIndex
   /** Every card's Bulk price row as an object (for msgpack), at the index bulkIndex gives. */
@@ -140,36 +140,30 @@ export class PriceSnapshot {
       if (asOf === null || price.last_updated_at > asOf) asOf = price.last_updated_at
     }
     const bulkRows: BulkPriceRow[] = []
-    const bulkJson: string[] = []
-    const bulkIndex = new BulkIndex(cards.size)
-    let bulkBytes = 0
     const orders = new Map<number, (a: string, b: string) => number>()
     for (const card of cards.values()) {
-      let order = orders.get(card.gameId)
-      if (!order) orders.set(card.gameId, (order = printingOrder(gamesById.get(card.gameId)?.kind ?? '')))
-      card.prices.sort((a, b) => order(a.printing, b.printing))
+      if (card.prices.length > 1) {
+        let order = orders.get(card.gameId)
+        if (!order) orders.set(card.gameId, (order = printingOrder(gamesById.get(card.gameId)?.kind ?? '')))
+        card.prices.sort((a, b) => order(a.printing, b.printing))
+      }
       const primary = card.prices[0]
       const foil = card.prices.find((price) => isFoilPrinting(price.printing))
-      const bulk: BulkPriceRow = {
+      bulkRows.push({
         card_id: card.id,
         market_price: primary?.market_price ?? null,
         low_price: primary?.low_price ?? null,
         foil_market_price: foil?.market_price ?? null,
         price_change_24h: primary?.price_change_24h ?? null,
         last_updated_at: primary?.last_updated_at ?? null,
-      }
-      // Each row is kept with a leading comma, so a response is the rows concatenated (see bulkJson).
-      const json = `,${JSON.stringify(bulk)}`
-      const start = bulkBytes
-      bulkBytes += Buffer.byteLength(json)
-      bulkIndex.add(card.id, start, bulkBytes, bulkRows.push(bulk) - 1)
-      bulkJson.push(json)
+      })
     }
+    const { bulkBuffer, bulkIndex } = serialiseBulkRows(bulkRows)
     const ordered = inFeedOrder(cards)
     return new PriceSnapshot(versionOf(source.fingerprint), builtAt, source.fingerprint, {
       cards,
       gamesBySlug: new Map(source.games.map((game) => [game.slug, game.id])),
-      bulkBuffer: Buffer.from(bulkJson.join('')),
+      bulkBuffer,
       bulkIndex,
       bulkRows,
       ...buildMovers(ordered),
@@ -280,6 +274,27 @@ export class PriceSnapshot {
     const rows = list.slice(low, low + limit).map((price) => priceRowOf(this.cards.get(price.card_id)!, price))
     return { rows, more: low + limit < list.length }
   }
+}
+
+/**
+ * The rows as one JSON array, `[{…},{…}]`, in one JSON.stringify (a call per row cost a third more,
+ * with a byteLength each), and where each row lies in it: from the byte before it (`[` or the
+ * comma that bulkJson's answers start with) to its closing brace. A row holds numbers, nulls and
+ * one ISO timestamp, never a `}` inside it, so the braces mark the rows; the count is checked.
+ */
+function serialiseBulkRows(rows: BulkPriceRow[]): { bulkBuffer: Buffer; bulkIndex: BulkIndex } {
+  const bulkBuffer = Buffer.from(JSON.stringify(rows))
+  const bulkIndex = new BulkIndex(rows.length)
+  let start = 0
+  let row = 0
+  for (let at = bulkBuffer.indexOf(0x7d); at !== -1; at = bulkBuffer.indexOf(0x7d, at + 1)) {
+    if (row === rows.length) throw new Error('bulk rows: a brace inside a row')
+    bulkIndex.add(rows[row]!.card_id, start, at + 1, row)
+    start = at + 1
+    row++
+  }
+  if (row !== rows.length) throw new Error(`bulk rows: ${row} rows found for ${rows.length}`)
+  return { bulkBuffer, bulkIndex }
 }
 
 /** A short, stable name for the data behind a fingerprint. */
