@@ -159,6 +159,12 @@ export class BinaryCopyDecoder<T> {
   }
 }
 
+/** How many connections the executor's pool may open for COPY: 0 under PGlite, which has none. */
+export function copyConnections(db: Executor): number {
+  const session = db._.session
+  return is(session, PostgresJsSession) ? session.client.options.max : 0
+}
+
 /**
  * The rows of `query` (plain SQL without parameters: COPY takes none) through a binary
  * `COPY ... TO STDOUT`, in the executor's session (so inside its transaction, if it is one).

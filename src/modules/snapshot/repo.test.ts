@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { freshDatabase } from '../../../test/helpers/db'
+import { openPostgres } from '../../db/client'
+import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../../test/helpers/env'
 import { loadSnapshotSource } from './repo'
 
@@ -21,5 +22,58 @@ describe.skipIf(!database)('snapshot source', () => {
     expect(viaCopy.prices.some((price) => price.buylist_price === null)).toBe(true)
     expect(viaCopy.cards.some((card) => card.foilOnly === 1)).toBe(true)
     expect(JSON.stringify(viaCopy)).toBe(JSON.stringify(viaSelect))
+  })
+
+  test('prices come through a second connection in the same snapshot: a sync committing before that connection starts is wholly out', async () => {
+    const before = await loadSnapshotSource(database!.db)
+    // A pool of two: a "sync" holds one until the load has read all but prices on the other, then
+    // rewrites every price and commits; only then can the load's second connection start.
+    const pool = await openPostgres((database as { url: string }).url, { max: 2 })
+    try {
+      let release!: () => void
+      const released = new Promise<void>((resolve) => (release = resolve))
+      let holding!: () => void
+      const isHolding = new Promise<void>((resolve) => (holding = resolve))
+      const sync = pool.db.transaction(async (tx) => {
+        await tx.execute(sql`select 1`)
+        holding()
+        await released
+        await tx.execute(sql`update card_prices set low_price = low_price + 1000, last_updated_at = last_updated_at + interval '1 hour'`)
+      })
+      await isHolding
+      const loading = loadSnapshotSource(pool.db)
+      const cardsRead = async () =>
+        (
+          await selectRows<{ n: number }>(
+            database!.db,
+            sql`select count(*)::int as n from pg_stat_activity
+                where datname = current_database() and state = 'idle in transaction' and query like 'copy (select id, set_id,%'`,
+          )
+        )[0]!.n
+      for (let tries = 0; (await cardsRead()) === 0; tries++) {
+        if (tries > 500) throw new Error('the load never finished reading cards')
+        await Bun.sleep(10)
+      }
+      release()
+      await sync
+      expect(JSON.stringify(await loading)).toBe(JSON.stringify(before))
+      const after = await loadSnapshotSource(pool.db)
+      expect(after.fingerprint).not.toBe(before.fingerprint)
+      const lowPrices = (source: typeof before) => new Map(source.prices.map((price) => [`${price.card_id} ${price.printing}`, price.low_price]))
+      const [was, now] = [lowPrices(before), lowPrices(after)]
+      for (const [key, low] of now) expect(low).toBe(was.get(key)! + 1000)
+    } finally {
+      await pool.close()
+    }
+  })
+
+  test('with a pool of one connection, both large reads come through it, one after the other', async () => {
+    const single = await openPostgres((database as { url: string }).url, { max: 1 })
+    try {
+      const alone = await loadSnapshotSource(single.db)
+      expect(JSON.stringify(alone)).toBe(JSON.stringify(await loadSnapshotSource(database!.db)))
+    } finally {
+      await single.close()
+    }
   })
 })
