@@ -67,9 +67,10 @@ const priceOf = (row: BinaryCopyRow): Price => ({
 const READ_ONLY_SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'read only' } as const
 
 /**
- * Four plain reads (no joins: games and sets are small and joined in memory) inside one
- * read-only repeatable-read transaction, so a sync committing meanwhile is either wholly in the
- * snapshot or wholly out of it, and the fingerprint describes exactly the rows read.
+ * Four plain reads (no joins: games and sets are small and joined in memory) in one read-only
+ * repeatable-read snapshot (one transaction, or two sharing it, below), so a sync committing
+ * meanwhile is either wholly in the snapshot or wholly out of it, and the fingerprint describes
+ * exactly the rows read.
  *
  * Cards and prices, the large reads, come through binary COPY on PostgreSQL: the server sends
  * ints and doubles as they are stored and the client reads them with a DataView, where the text
