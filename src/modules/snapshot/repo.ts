@@ -4,7 +4,7 @@ import { cardPrices, cards, games, sets } from '../../db/schema'
 import type { Price } from '../catalog/model'
 import { type BinaryCopyRow, copyConnections, copyRows } from '../../db/binary-copy'
 
-/** Everything a snapshot is built from, read in one repeatable-read transaction. */
+/** Everything a snapshot is built from, read in one repeatable-read snapshot (see loadSnapshotSource). */
 export interface SnapshotSource {
   games: { id: number; name: string; slug: string; kind: string }[]
   sets: { id: number; name: string }[]

@@ -352,32 +352,34 @@ function buildMovers(ordered: RowsWithCards): { moverRows: RowsWithCards; movers
     changesOf['7d'][i] = price.price_change_7d ?? Number.NaN
     changesOf['30d'][i] = price.price_change_30d ?? Number.NaN
   }
+  // The lists, each a (game, type, printing) filter with ANY for "all", the same for every period
+  // and direction; the eight lists of group g are listsOfGroup[g * 8] to [g * 8 + 7].
+  const filters: [number | null, string | null, string | null][] = []
+  const filterIds = new Map<string, number>()
+  const listsOfGroup = new Int32Array(groups.length * LISTS_PER_ROW)
+  let at = 0
+  for (const [gameId, type, printing] of groups) {
+    for (const g of [gameId, ANY] as const) {
+      for (const t of [type, ANY]) {
+        for (const p of [printing, ANY]) {
+          const name = JSON.stringify([g, t, p])
+          let id = filterIds.get(name)
+          if (id === undefined) filterIds.set(name, (id = filters.push([g, t, p]) - 1))
+          listsOfGroup[at++] = id
+        }
+      }
+    }
+  }
+
   const movers = new Map<string, Int32Array>()
   for (const period of MOVER_PERIODS) {
     const ranked = rankByMove(changesOf[period])
     for (const direction of MOVER_DIRECTIONS) {
       const moved = ranked[direction]
-      // The eight lists of group g are listsOfGroup[g * 8] to [g * 8 + 7], as indexes into keys.
-      const keys: string[] = []
-      const keyIds = new Map<string, number>()
-      const listsOfGroup = new Int32Array(groups.length * LISTS_PER_ROW)
-      let at = 0
-      for (const [gameId, type, printing] of groups) {
-        for (const g of [gameId, ANY] as const) {
-          for (const t of [type, ANY]) {
-            for (const p of [printing, ANY]) {
-              const key = moverKey(period, direction, g, t, p)
-              let id = keyIds.get(key)
-              if (id === undefined) keyIds.set(key, (id = keys.push(key) - 1))
-              listsOfGroup[at++] = id
-            }
-          }
-        }
-      }
       // A query takes at most MAX_MOVERS rows from the head of a list, so a list stops there: each
       // has its own MAX_MOVERS places in one array, filled in ranked order.
-      const all = new Int32Array(keys.length * MAX_MOVERS)
-      const sizes = new Int32Array(keys.length)
+      const all = new Int32Array(filters.length * MAX_MOVERS)
+      const sizes = new Int32Array(filters.length)
       for (let m = 0; m < moved.length; m++) {
         const row = moved[m]!
         const first = groupOfRow[row]! * LISTS_PER_ROW
@@ -386,8 +388,8 @@ function buildMovers(ordered: RowsWithCards): { moverRows: RowsWithCards; movers
           if (sizes[list]! < MAX_MOVERS) all[list * MAX_MOVERS + sizes[list]!++] = row
         }
       }
-      for (let list = 0; list < keys.length; list++) {
-        if (sizes[list]! > 0) movers.set(keys[list]!, all.subarray(list * MAX_MOVERS, list * MAX_MOVERS + sizes[list]!))
+      for (const [list, [g, t, p]] of filters.entries()) {
+        if (sizes[list]! > 0) movers.set(moverKey(period, direction, g, t, p), all.subarray(list * MAX_MOVERS, list * MAX_MOVERS + sizes[list]!))
       }
     }
   }
