@@ -1,9 +1,10 @@
 import { describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import Redis from 'ioredis'
-import { testRedis } from '../../../test/helpers/auth'
+import { testRedis, testRedisPrefix } from '../../../test/helpers/auth'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
 import { createLogger } from '../../shared/logger'
+import { HOT_CHARGES_PER_CALL, LEASE_FIELD_PREFIX, LEASE_LIFETIME_MS } from './quota-leases'
 import { failoverQuotaStore, memoryQuotaStore, nextUtcMidnight, type QuotaStore, redisQuotaStore } from './quota'
 import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
 import { minimumTier, resolveCredits, TIER_POLICY } from './tiers'
@@ -134,6 +135,123 @@ describe('quota stores', () => {
       admin.disconnect()
     }
   }, 15_000)
+
+  describe('quota leases (Redis)', () => {
+    /** Counts the commands Redis receives from this connection, as MONITOR sees them. */
+    async function commandsFrom(redis: Redis) {
+      const address = /addr=(\S+)/.exec(String(await redis.client('INFO')))![1]
+      const monitor = await new Redis(TEST_REDIS_URL!).monitor()
+      const seen = { commands: 0 }
+      monitor.on('monitor', (_time: string, _args: string[], source: string) => {
+        if (source === address) seen.commands++
+      })
+      return { seen, stop: () => monitor.disconnect() }
+    }
+    const burst = (store: QuotaStore, accountId: number, n: number, limit: number, keyOf = (i: number) => 1 + (i % 2)) =>
+      Promise.all(Array.from({ length: n }, (_, i) => charge(store, accountId, 1, limit, NOON, keyOf(i))))
+    /** Until the lease a hot account asked for has been granted (the grant is its own Redis call). */
+    async function leased(redis: Redis, accountId: number) {
+      for (let i = 0; i < 50; i++) {
+        const fields = Object.keys(await redis.hgetall(`quota:2026-11-20:${accountId}`))
+        if (fields.some((field) => field.startsWith(LEASE_FIELD_PREFIX))) return
+        await Bun.sleep(10)
+      }
+      throw new Error('no lease was granted')
+    }
+    const admittedOf = (results: { admitted: boolean }[]) => results.filter((r) => r.admitted).length
+
+    test.skipIf(!TEST_REDIS_URL)('a hot account is charged from a lease without a Redis call per charge, and its counts reach Redis when it ends', async () => {
+      const redis = (await testRedis())!
+      const store = redisQuotaStore(redis)
+      const first = await burst(store, 21, HOT_CHARGES_PER_CALL, 100_000)
+      expect(first.map((r) => r.used).sort((a, b) => a - b)).toEqual(Array.from({ length: HOT_CHARGES_PER_CALL }, (_, i) => i + 1))
+      await leased(redis, 21)
+      const monitor = await commandsFrom(redis)
+      const fromLease = []
+      for (let i = 0; i < 100; i++) fromLease.push(await charge(store, 21, 1, 100_000, NOON, 1 + (i % 2)))
+      await redis.ping() // MONITOR shows this one, after any charge sent before it
+      for (let i = 0; i < 50 && monitor.seen.commands === 0; i++) await Bun.sleep(10)
+      monitor.stop()
+      expect(monitor.seen.commands).toBe(1) // the ping alone: not one Redis call for those 100 charges
+      // Each answer counts on from the last, as if charged in Redis one by one.
+      expect(fromLease.map((r) => r.used)).toEqual(Array.from({ length: 100 }, (_, i) => HOT_CHARGES_PER_CALL + i + 1))
+      // Read meanwhile: the lease's unused units are not counted, its charges are.
+      const total = HOT_CHARGES_PER_CALL + 100
+      expect(await store.read(21, NOON)).toMatchObject({ used: total, byKey: new Map([[1, total / 2], [2, total / 2]]) })
+      // Redis alone counts the whole lease as used until it is handed back.
+      expect(Number(await redis.hget('quota:2026-11-20:21', 'used'))).toBeGreaterThan(total)
+
+      await store.close()
+      const stored = await redis.hgetall('quota:2026-11-20:21')
+      expect(stored).toEqual({ used: String(total), 'k:1': String(total / 2), 'k:2': String(total / 2) })
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('a lease ends on its own within a second and gives back what it did not use', async () => {
+      const redis = (await testRedis())!
+      const store = redisQuotaStore(redis)
+      await burst(store, 22, HOT_CHARGES_PER_CALL, 100_000)
+      await leased(redis, 22)
+      await charge(store, 22, 1, 100_000)
+      await Bun.sleep(LEASE_LIFETIME_MS)
+      expect(await redis.hgetall('quota:2026-11-20:22')).toEqual({ used: String(HOT_CHARGES_PER_CALL + 1), 'k:1': '5', 'k:2': '4' })
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('two nodes: a charge that would be refused while the other node holds a lease waits for its unused units, so exactly the quota is admitted', async () => {
+      const prefix = testRedisPrefix()
+      const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
+      const [a, b] = [redisQuotaStore(redisA), redisQuotaStore(redisB)]
+      const limit = 1_000
+      const warm = await burst(a, 23, 16, limit)
+      await leased(redisA, 23)
+      // Node B asks for everything at once: Redis has the lease counted as used, so B's last charges
+      // are told to wait until A's lease ends (about a second) and hands its unused units back.
+      const started = performance.now()
+      const fromB = await burst(b, 23, limit, limit)
+      expect(performance.now() - started).toBeLessThan(3 * LEASE_LIFETIME_MS)
+      expect(admittedOf(warm) + admittedOf(fromB)).toBe(limit)
+      const counters = await b.read(23, NOON)
+      expect(counters).toMatchObject({ used: limit, rejected: 16 })
+      expect([...counters.byKey.values()].reduce((x, y) => x + y, 0)).toBe(limit)
+      await Promise.all([a.close(), b.close()])
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('two nodes under concurrent load admit exactly min(N, Q) between them', async () => {
+      const prefix = testRedisPrefix()
+      const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
+      const [a, b] = [redisQuotaStore(redisA), redisQuotaStore(redisB)]
+      const limit = 5_000
+      const results: { admitted: boolean }[] = []
+      // Waves of concurrent charges on both nodes: the first ones make leases, later ones use them,
+      // run them out and take new ones, and the last reach the limit.
+      for (let wave = 0; wave < 40; wave++) {
+        const [fromA, fromB] = await Promise.all([burst(a, 24, 100, limit), burst(b, 24, 60, limit)])
+        results.push(...fromA, ...fromB)
+      }
+      expect(admittedOf(results)).toBe(limit)
+      await Promise.all([a.close(), b.close()])
+      expect(await redisA.hgetall('quota:2026-11-20:24')).toMatchObject({ used: String(limit), rejected: String(40 * 160 - limit) })
+    }, 15_000)
+
+    test.skipIf(!TEST_REDIS_URL)('a lease its node never hands back (a crash) counts as used once its deadline passes: the quota is never exceeded and charges stop waiting', async () => {
+      const prefix = testRedisPrefix()
+      const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
+      const [a, b] = [redisQuotaStore(redisA), redisQuotaStore(redisB)]
+      const limit = 1_000
+      await burst(a, 25, 16, limit)
+      await leased(redisA, 25)
+      const [, leaseDeadline] = Object.entries(await redisA.hgetall('quota:2026-11-20:25')).find(([field]) => field.startsWith(LEASE_FIELD_PREFIX))!
+      const leaseUnits = Number(await redisA.hget('quota:2026-11-20:25', 'used')) - 16
+      await cutOff(redisA) // node A is gone with its lease
+      const fromB = await burst(b, 25, limit, limit)
+      expect(admittedOf(fromB)).toBe(limit - 16 - leaseUnits)
+      expect(Date.now()).toBeGreaterThanOrEqual(Number(leaseDeadline)) // the last refusals waited for the deadline
+      const stored = await redisB.hgetall('quota:2026-11-20:25')
+      expect(stored).toMatchObject({ used: String(limit), rejected: String(16 + leaseUnits) })
+      expect(Object.entries(stored).filter(([field]) => field.startsWith(LEASE_FIELD_PREFIX)).map(([, value]) => value)).toEqual(['-1'])
+      await a.close() // its hand-back fails: nothing more is admitted or returned
+      expect(await redisB.hget('quota:2026-11-20:25', 'used')).toBe(String(limit))
+    })
+  })
 
   test('the reset is the next 00:00 UTC, whatever the time of day', () => {
     expect(nextUtcMidnight(new Date('2026-11-20T00:00:00.000Z')).toISOString()).toBe('2026-11-21T00:00:00.000Z')

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { utcDate } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
+import { HOT_CHARGES_PER_CALL, LEASE_WAIT_LUA, quotaLeases } from './quota-leases'
 
 /**
  * Daily quota counters (DESIGN decision 5): per account and UTC day, the units used, the requests
@@ -50,31 +51,44 @@ function emptyCounters(): DayCounters {
 // Atomic in Redis: N concurrent charges against quota Q admit exactly min(N, Q). One call carries
 // a batch of charges (see the group commit below; KEYS[i] is charge i's day hash, ARGV holds cost,
 // limit, TTL and key field per charge); each is checked and counted in order, as if alone, and the
-// answer is a flat list of (admitted, used) pairs. An admitted charge is two Redis calls: the
-// increment (rolled back when over the limit) and the key's share; the day's first charge and
-// refusals set the expiry, and whatever else writes the hash sets its own. The TTL is relative (seconds to the end of the
-// day by the service's clock), so a clock injected by tests cannot set an expiry that is already in
-// the past for Redis.
-const CHARGE_BATCH_LUA = `
+// answer is a flat list of (status, value) pairs: (1, used) admitted, (0, used) refused, (2, ms)
+// not judged yet because a live lease of the account may still hand units back (quota-leases.ts):
+// asked again after that wait. An admitted charge adds its cost to the account and to the key's
+// share; the day's first charge and refusals set the expiry, and whatever else writes the hash
+// sets its own. The TTL is relative (seconds to the end of the day by the service's clock), so a
+// clock injected by tests cannot set an expiry that is already in the past for Redis.
+const CHARGE_BATCH_LUA = `${LEASE_WAIT_LUA}
 local out = {}
 for i, key in ipairs(KEYS) do
   local a = (i - 1) * 4
   local cost = tonumber(ARGV[a + 1])
-  local used = redis.call('HINCRBY', key, 'used', cost)
-  if used > tonumber(ARGV[a + 2]) then
-    used = redis.call('HINCRBY', key, 'used', -cost)
-    redis.call('HINCRBY', key, 'rejected', 1)
-    redis.call('EXPIRE', key, ARGV[a + 3])
-    out[#out + 1] = 0
-  else
+  local used = tonumber(redis.call('HGET', key, 'used') or '0')
+  if used + cost <= tonumber(ARGV[a + 2]) then
+    used = redis.call('HINCRBY', key, 'used', cost)
     redis.call('HINCRBY', key, ARGV[a + 4], cost)
     if used == cost then redis.call('EXPIRE', key, ARGV[a + 3]) end
     out[#out + 1] = 1
+    out[#out + 1] = used
+  else
+    local wait = lease_wait(key)
+    if wait then
+      out[#out + 1] = 2
+      out[#out + 1] = wait
+    else
+      redis.call('HINCRBY', key, 'rejected', 1)
+      redis.call('EXPIRE', key, ARGV[a + 3])
+      out[#out + 1] = 0
+      out[#out + 1] = used
+    end
   end
-  out[#out + 1] = used
 end
 return out
 `
+
+const ADMITTED = 1
+const WAIT = 2
+/** A charge told to wait for a lease asks again after this long at most: leases usually end early, when used up. */
+const MAX_LEASE_WAIT_MS = 50
 
 interface QueuedCharge {
   key: string
@@ -83,7 +97,6 @@ interface QueuedCharge {
   resolve(result: ChargeResult): void
   reject(error: unknown): void
 }
-
 /** Bounds one script run, so a burst cannot hold Redis for long. */
 const MAX_CHARGES_PER_CALL = 256
 
@@ -129,21 +142,32 @@ export type DayCountsByAccount = Map<number, DayCounters>
 
 export function redisQuotaStore(redis: Redis): QuotaStore & {
   add(batchId: string, day: string, counts: DayCountsByAccount, now: Date): Promise<void>
+  /** Hands back the quota leases this node holds (on shutdown). */
+  close(): Promise<void>
 } {
   const client = redis as ChargingRedis
   if (typeof client.tcgChargeQuotaBatch !== 'function') {
     client.defineCommand('tcgChargeQuotaBatch', { lua: CHARGE_BATCH_LUA })
     client.defineCommand('tcgAddQuotaBatch', { lua: ADD_BATCH_LUA })
   }
+  const leases = quotaLeases(redis)
   // Group commit: at most one charge call is in flight; charges made meanwhile wait for it and go
   // together in the next call (and those of one event-loop turn always go together). Each request
   // still waits for one script run that carries its charge. Why: per command, the client's
   // parsing, timer and promise and Redis's script run and socket work cost more than the rest of
   // the key guard, so under load fewer, larger calls are what keeps the guard cheap
-  // (bench/README.md); when idle, a charge goes at the end of its turn, as before.
+  // (bench/README.md); when idle, a charge goes at the end of its turn, as before. An account with
+  // HOT_CHARGES_PER_CALL charges in one call is charged often enough to lease its quota (quota-leases.ts).
   let queue: QueuedCharge[] = []
   let sending = false
   let scheduled = false
+  const enqueue = (queued: QueuedCharge) => {
+    queue.push(queued)
+    if (!sending && !scheduled) {
+      scheduled = true
+      setImmediate(sendQueued)
+    }
+  }
   const sendQueued = () => {
     scheduled = false
     if (sending || queue.length === 0) return
@@ -151,15 +175,30 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
     queue = batch === queue ? [] : queue.slice(MAX_CHARGES_PER_CALL)
     const keys: string[] = []
     const args: (string | number)[] = []
+    const perKey = new Map<string, number>()
     for (const queued of batch) {
       keys.push(queued.key)
       args.push(...queued.args)
+      perKey.set(queued.key, (perKey.get(queued.key) ?? 0) + 1)
     }
     sending = true
     client
       .tcgChargeQuotaBatch(keys.length, ...keys, ...args)
       .then(
-        (pairs) => batch.forEach((queued, i) => queued.resolve({ admitted: pairs[2 * i] === 1, used: pairs[2 * i + 1]! })),
+        (pairs) => {
+          batch.forEach((queued, i) => {
+            const [status, value] = [pairs[2 * i]!, pairs[2 * i + 1]!]
+            if (status === WAIT) return void setTimeout(() => enqueue(queued), Math.min(value, MAX_LEASE_WAIT_MS))
+            if (status === ADMITTED) leases.observe(queued.key, value)
+            queued.resolve({ admitted: status === ADMITTED, used: value })
+          })
+          for (const [key, count] of perKey) {
+            if (count >= HOT_CHARGES_PER_CALL) {
+              const { args: [, limit, ttl] } = batch.find((queued) => queued.key === key)!
+              leases.request(key, limit, ttl)
+            }
+          }
+        },
         (error) => batch.forEach((queued) => queued.reject(error)),
       )
       .finally(() => {
@@ -169,17 +208,25 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
   }
   return {
     charge({ accountId, keyId, cost, limit, now }) {
-      const answer = new Promise<ChargeResult>((resolve, reject) =>
-        queue.push({ key: dayKey(accountId, utcDate(now)), args: [cost, limit, ttlSeconds(now), keyField(keyId)], resolve, reject }),
-      )
-      if (!sending && !scheduled) {
-        scheduled = true
-        setImmediate(sendQueued)
-      }
-      return answer
+      const key = dayKey(accountId, utcDate(now))
+      const field = keyField(keyId)
+      const used = leases.take(key, field, cost, limit)
+      if (used !== undefined) return Promise.resolve({ admitted: true, used })
+      return new Promise<ChargeResult>((resolve, reject) => enqueue({ key, args: [cost, limit, ttlSeconds(now), field], resolve, reject }))
     },
     async read(accountId, now) {
-      return parseCounters(await client.hgetall(dayKey(accountId, utcDate(now))))
+      const key = dayKey(accountId, utcDate(now))
+      const counters = parseCounters(await client.hgetall(key))
+      // This node's live lease: its unused units are not used yet, its admissions not yet in Redis.
+      const lease = leases.pending(key)
+      if (lease) {
+        counters.used -= lease.unused
+        for (const [field, units] of lease.byKeyField) {
+          const keyId = Number(field.slice(KEY_FIELD_PREFIX.length))
+          counters.byKey.set(keyId, (counters.byKey.get(keyId) ?? 0) + units)
+        }
+      }
+      return counters
     },
     /**
      * Adds counts taken elsewhere (locally, while Redis was away), every account at once. `batchId`
@@ -195,6 +242,7 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
       })
       await client.tcgAddQuotaBatch(keys.length + 1, `quota-batch:${batchId}`, ...keys, ttlSeconds(now), JSON.stringify(increments))
     },
+    close: () => leases.settleAll(),
   }
 }
 
@@ -240,7 +288,8 @@ export function memoryQuotaStore() {
 export interface FailoverQuotaStore extends QuotaStore {
   /** True while Redis is away and this node counts on its own. */
   readonly degraded: boolean
-  close(): void
+  /** Stops probing and hands back the quota leases held. */
+  close(): Promise<void>
 }
 
 const PROBE_INTERVAL_MS = 1_000
@@ -350,8 +399,9 @@ export function failoverQuotaStore(redis: Redis, logger: Logger): FailoverQuotaS
       const counters = await local.read(accountId, now)
       return { ...counters, used: counters.used + baseline(accountId, now) }
     },
-    close() {
+    async close() {
       clearInterval(probe)
+      await primary.close()
     },
   }
 }

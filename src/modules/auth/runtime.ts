@@ -44,7 +44,7 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
     throttle: loginThrottle(deps.redis),
     cookieSecure: deps.config.cookieSecure,
     async close() {
-      failover?.close()
+      await failover?.close()
       keys.close()
       await usage.close()
     },
