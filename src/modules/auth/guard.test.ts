@@ -191,6 +191,25 @@ describe('daily quota', () => {
     }
   })
 
+  test('a busy account (served from a quota lease on Redis) still counts down by one per request and is refused at exactly its quota', async () => {
+    const { key, accountId } = await accountWithKey(db)
+    const burst = await Promise.all(Array.from({ length: 20 }, () => get('/probe/catalog', key)))
+    expect(burst.every((r) => r.status === 200)).toBe(true)
+    let leased = false
+    const remaining: number[] = []
+    for (;;) {
+      const response = await get('/probe/catalog', key)
+      if (response.status === 429) break
+      remaining.push(Number(response.headers.get('x-ratelimit-remaining')))
+      if (redis && !leased) leased = Object.keys(await redis.hgetall(`quota:2026-11-20:${accountId}`)).some((field) => field.startsWith('L:'))
+    }
+    expect(remaining).toEqual(Array.from({ length: 80 }, (_, i) => 79 - i))
+    if (redis) expect(leased).toBe(true) // some of those were admitted from a lease, not charged in Redis one by one
+    const today = await usage(key)
+    expect(today.account).toMatchObject({ today_requests: 100, daily_remaining: 0, rejected_today: 1 })
+    expect(today.keys[0].requests_today).toBe(100)
+  })
+
   test('all keys of an account share its quota', async () => {
     const account = await accountWithKey(db)
     const second = await server.get('/v1/keys', {

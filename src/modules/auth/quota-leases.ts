@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
+import type { Logger } from '../../shared/logger'
 
 /**
  * Quota leases: a node that charges one account many times a second takes a block of that
@@ -84,7 +85,7 @@ local field = '${LEASE_FIELD_PREFIX}' .. ARGV[1]
 local deadline = redis.call('HGET', KEYS[1], field)
 if not deadline then return 0 end
 redis.call('HDEL', KEYS[1], field)
-if tonumber(deadline) >= 0 then redis.call('HINCRBY', KEYS[1], 'used', -tonumber(ARGV[2])) end
+if tonumber(deadline) >= 0 and ARGV[2] ~= '0' then redis.call('HINCRBY', KEYS[1], 'used', '-' .. ARGV[2]) end
 for j = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[j], ARGV[j + 1]) end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
@@ -99,7 +100,7 @@ interface Lease {
   id: string
   size: number
   unused: number
-  /** The account's `used` in Redis, the whole lease included, as last seen: after the grant or a later admitted charge. */
+  /** The account's `used` in Redis right after the grant, the whole lease included. */
   usedAfterGrant: number
   /** Units admitted from the lease per key field. */
   byKeyField: Map<string, number>
@@ -110,7 +111,7 @@ interface Lease {
 }
 
 /** The leases this node holds, by day hash key. */
-export function quotaLeases(redis: Redis) {
+export function quotaLeases(redis: Redis, logger?: Logger) {
   const client = redis as LeasingRedis
   if (typeof client.tcgGrantQuotaLease !== 'function') {
     client.defineCommand('tcgGrantQuotaLease', { lua: GRANT_LUA })
@@ -119,7 +120,6 @@ export function quotaLeases(redis: Redis) {
   const node = randomBytes(6).toString('base64url')
   let leaseCount = 0
   const held = new Map<string, Lease>()
-  const asking = new Set<string>()
   /** The size to ask for next per day hash: grows while leases run out, shrinks while they come back half unused. */
   const nextSize = new Map<string, number>()
   const settling = new Set<Promise<unknown>>()
@@ -134,7 +134,7 @@ export function quotaLeases(redis: Redis) {
     // If it fails (Redis away), the unused units stay counted as used: never more than the quota.
     const sent = client
       .tcgSettleQuotaLease(1, key, lease.id, lease.unused, lease.ttl, ...keyUnits)
-      .catch(() => undefined)
+      .catch((error) => logger?.warn({ err: error }, 'quota lease hand-back failed: its unused units stay counted as used'))
       .finally(() => settling.delete(sent))
     settling.add(sent)
   }
@@ -147,45 +147,40 @@ export function quotaLeases(redis: Redis) {
     take(key: string, keyField: string, cost: number, limit: number): number | undefined {
       const lease = held.get(key)
       if (lease === undefined) return undefined
-      if (performance.now() >= lease.localEnd) {
+      const used = lease.usedAfterGrant - lease.unused + cost
+      if (performance.now() >= lease.localEnd || lease.unused < cost || used > limit) {
+        // Handed back first, so the charge Redis judges instead never counts this lease's unused units.
         settle(key, lease)
         return undefined
       }
-      const used = lease.usedAfterGrant - lease.unused + cost
-      if (lease.unused < cost || used > limit) return undefined
       lease.unused -= cost
       lease.byKeyField.set(keyField, (lease.byKeyField.get(keyField) ?? 0) + cost)
       if (lease.unused === 0) settle(key, lease)
       return used
     },
 
-    /** Asks Redis for a lease on a day hash this node charges often; charges go to Redis meanwhile. */
-    request(key: string, limit: number, ttl: number) {
-      if (held.has(key) || asking.has(key)) return
-      asking.add(key)
+    /** Whether this node holds a lease on the day hash. */
+    holds: (key: string) => held.has(key),
+
+    /**
+     * Asks Redis for a lease on a day hash this node charges often; settles when the answer is in,
+     * granted or not. The caller holds the account's charges until then: one that reached Redis
+     * after the grant would be told a `used` that counts this lease's unused units.
+     */
+    async request(key: string, limit: number, ttl: number): Promise<void> {
       if (nextSize.size > 10_000) nextSize.clear() // sizes are hints; a long-running node forgets old days'
       const id = `${node}:${++leaseCount}`
       const localEnd = performance.now() + LEASE_LIFETIME_MS - LOCAL_MARGIN_MS
-      client
-        .tcgGrantQuotaLease(1, key, nextSize.get(key) ?? FIRST_LEASE_UNITS, limit, ttl, id)
-        .then(([units, usedAfterGrant]) => {
-          if (units === 0) return
-          const lease: Lease = { id, size: units, unused: units, usedAfterGrant, byKeyField: new Map(), localEnd, ttl, timer: undefined as never }
-          lease.timer = setTimeout(() => held.get(key) === lease && settle(key, lease), Math.max(0, localEnd - performance.now()))
-          lease.timer.unref?.()
-          held.set(key, lease)
-        })
-        .catch(() => undefined) // no lease: charges keep going to Redis, which reports its own failures
-        .finally(() => asking.delete(key))
-    },
-
-    /**
-     * A charge Redis admitted meanwhile for the same day hash: after the grant, its `used` counts the
-     * whole lease too, and is where this node's count of the account goes on from.
-     */
-    observe(key: string, used: number) {
-      const lease = held.get(key)
-      if (lease !== undefined && used > lease.usedAfterGrant) lease.usedAfterGrant = used
+      try {
+        const [units, usedAfterGrant] = await client.tcgGrantQuotaLease(1, key, nextSize.get(key) ?? FIRST_LEASE_UNITS, limit, ttl, id)
+        if (units === 0) return
+        const lease: Lease = { id, size: units, unused: units, usedAfterGrant, byKeyField: new Map(), localEnd, ttl, timer: undefined as never }
+        lease.timer = setTimeout(() => held.get(key) === lease && settle(key, lease), Math.max(0, localEnd - performance.now()))
+        lease.timer.unref?.()
+        held.set(key, lease)
+      } catch {
+        // No lease: charges keep going to Redis, which reports its own failures.
+      }
     },
 
     /** What this node's live lease on a day hash changes in counters read from Redis. */

@@ -140,7 +140,7 @@ type ChargingRedis = Redis & {
 /** A day's counters per account: what local counting hands back to Redis. */
 export type DayCountsByAccount = Map<number, DayCounters>
 
-export function redisQuotaStore(redis: Redis): QuotaStore & {
+export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
   add(batchId: string, day: string, counts: DayCountsByAccount, now: Date): Promise<void>
   /** Hands back the quota leases this node holds (on shutdown). */
   close(): Promise<void>
@@ -150,7 +150,7 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
     client.defineCommand('tcgChargeQuotaBatch', { lua: CHARGE_BATCH_LUA })
     client.defineCommand('tcgAddQuotaBatch', { lua: ADD_BATCH_LUA })
   }
-  const leases = quotaLeases(redis)
+  const leases = quotaLeases(redis, logger)
   // Group commit: at most one charge call is in flight; charges made meanwhile wait for it and go
   // together in the next call (and those of one event-loop turn always go together). Each request
   // still waits for one script run that carries its charge. Why: per command, the client's
@@ -161,12 +161,31 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
   let queue: QueuedCharge[] = []
   let sending = false
   let scheduled = false
-  const enqueue = (queued: QueuedCharge) => {
+  /** Charges of accounts whose lease request is out, held until it is answered (see `leases.request`). */
+  const parked = new Map<string, { charges: QueuedCharge[]; answered: Promise<void> }>()
+  /** From this node's lease when it holds one that covers the charge, else in Redis's next call. */
+  const dispatch = (queued: QueuedCharge) => {
+    const waiting = parked.get(queued.key)
+    if (waiting) return void waiting.charges.push(queued)
+    const [cost, limit, , field] = queued.args
+    const used = leases.take(queued.key, field, cost, limit)
+    if (used !== undefined) return queued.resolve({ admitted: true, used })
     queue.push(queued)
     if (!sending && !scheduled) {
       scheduled = true
       setImmediate(sendQueued)
     }
+  }
+  const requestLease = (key: string, limit: number, ttl: number) => {
+    if (parked.has(key) || leases.holds(key)) return
+    const charges: QueuedCharge[] = []
+    // Charges queued for the next call would reach Redis after the grant: they wait with the others.
+    queue = queue.filter((queued) => queued.key !== key || (charges.push(queued), false))
+    const answered = leases.request(key, limit, ttl).finally(() => {
+      parked.delete(key)
+      charges.forEach(dispatch)
+    })
+    parked.set(key, { charges, answered })
   }
   const sendQueued = () => {
     scheduled = false
@@ -188,15 +207,13 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
         (pairs) => {
           batch.forEach((queued, i) => {
             const [status, value] = [pairs[2 * i]!, pairs[2 * i + 1]!]
-            if (status === WAIT) return void setTimeout(() => enqueue(queued), Math.min(value, MAX_LEASE_WAIT_MS))
-            if (status === ADMITTED) leases.observe(queued.key, value)
-            queued.resolve({ admitted: status === ADMITTED, used: value })
+            if (status === WAIT) setTimeout(() => dispatch(queued), Math.min(value, MAX_LEASE_WAIT_MS))
+            else queued.resolve({ admitted: status === ADMITTED, used: value })
           })
           for (const [key, count] of perKey) {
-            if (count >= HOT_CHARGES_PER_CALL) {
-              const { args: [, limit, ttl] } = batch.find((queued) => queued.key === key)!
-              leases.request(key, limit, ttl)
-            }
+            if (count < HOT_CHARGES_PER_CALL) continue
+            const { args: [, limit, ttl] } = batch.find((queued) => queued.key === key)!
+            requestLease(key, limit, ttl)
           }
         },
         (error) => batch.forEach((queued) => queued.reject(error)),
@@ -210,12 +227,13 @@ export function redisQuotaStore(redis: Redis): QuotaStore & {
     charge({ accountId, keyId, cost, limit, now }) {
       const key = dayKey(accountId, utcDate(now))
       const field = keyField(keyId)
-      const used = leases.take(key, field, cost, limit)
+      const used = parked.has(key) ? undefined : leases.take(key, field, cost, limit)
       if (used !== undefined) return Promise.resolve({ admitted: true, used })
-      return new Promise<ChargeResult>((resolve, reject) => enqueue({ key, args: [cost, limit, ttlSeconds(now), field], resolve, reject }))
+      return new Promise<ChargeResult>((resolve, reject) => dispatch({ key, args: [cost, limit, ttlSeconds(now), field], resolve, reject }))
     },
     async read(accountId, now) {
       const key = dayKey(accountId, utcDate(now))
+      await parked.get(key)?.answered // a lease granted meanwhile is in `used` and must be known here
       const counters = parseCounters(await client.hgetall(key))
       // This node's live lease: its unused units are not used yet, its admissions not yet in Redis.
       const lease = leases.pending(key)
@@ -301,7 +319,7 @@ const PROBE_INTERVAL_MS = 1_000
  * the counts taken meanwhile are added to it and Redis is authoritative again.
  */
 export function failoverQuotaStore(redis: Redis, logger: Logger): FailoverQuotaStore {
-  const primary = redisQuotaStore(redis)
+  const primary = redisQuotaStore(redis, logger)
   const local = memoryQuotaStore()
   /** The last `used` Redis reported per account, for today only. */
   let lastSeen = new Map<number, number>()
