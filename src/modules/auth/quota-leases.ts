@@ -27,12 +27,15 @@ import type { Logger } from '../../shared/logger'
 export const LEASE_LIFETIME_MS = 1_000
 /** A node stops admitting from a lease this much before the deadline: its clock started earlier, and it needs time to settle. */
 const LOCAL_MARGIN_MS = 200
-/** An account with this many charges in one script call is charged often enough to lease. */
+/** An account with this many admitted charges in one script call is charged often enough to lease. */
 export const HOT_CHARGES_PER_CALL = 8
 /** Bounds of a lease's size; the first asks for FIRST_LEASE_UNITS, later ones follow what the last one used. */
 const MIN_LEASE_UNITS = 16
 const FIRST_LEASE_UNITS = 256
 const MAX_LEASE_UNITS = 8_192
+
+/** Whether Redis would grant a lease with this much used: it grants a quarter of what is left, at least MIN_LEASE_UNITS. */
+export const leaseWorthAsking = (used: number, limit: number) => limit - used >= 4 * MIN_LEASE_UNITS
 
 /** The hash field of a lease: its deadline (ms, Redis clock), or -1 once lapsed unsettled (wholly used). */
 export const LEASE_FIELD_PREFIX = 'L:'
@@ -107,7 +110,7 @@ interface Lease {
   /** performance.now() after which the node no longer admits from it. */
   localEnd: number
   ttl: number
-  timer: ReturnType<typeof setTimeout>
+  timer?: ReturnType<typeof setTimeout>
 }
 
 /** The leases this node holds, by day hash key. */
@@ -159,9 +162,6 @@ export function quotaLeases(redis: Redis, logger?: Logger) {
       return used
     },
 
-    /** Whether this node holds a lease on the day hash. */
-    holds: (key: string) => held.has(key),
-
     /**
      * Asks Redis for a lease on a day hash this node charges often; settles when the answer is in,
      * granted or not. The caller holds the account's charges until then: one that reached Redis
@@ -174,7 +174,7 @@ export function quotaLeases(redis: Redis, logger?: Logger) {
       try {
         const [units, usedAfterGrant] = await client.tcgGrantQuotaLease(1, key, nextSize.get(key) ?? FIRST_LEASE_UNITS, limit, ttl, id)
         if (units === 0) return
-        const lease: Lease = { id, size: units, unused: units, usedAfterGrant, byKeyField: new Map(), localEnd, ttl, timer: undefined as never }
+        const lease: Lease = { id, size: units, unused: units, usedAfterGrant, byKeyField: new Map(), localEnd, ttl }
         lease.timer = setTimeout(() => held.get(key) === lease && settle(key, lease), Math.max(0, localEnd - performance.now()))
         lease.timer.unref?.()
         held.set(key, lease)
@@ -183,8 +183,8 @@ export function quotaLeases(redis: Redis, logger?: Logger) {
       }
     },
 
-    /** What this node's live lease on a day hash changes in counters read from Redis. */
-    pending(key: string): { unused: number; byKeyField: Map<string, number> } | undefined {
+    /** This node's live lease on a day hash, if any: what it changes in counters read from Redis. */
+    heldOn(key: string): { unused: number; byKeyField: Map<string, number> } | undefined {
       return held.get(key)
     },
 

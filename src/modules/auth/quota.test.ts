@@ -186,6 +186,18 @@ describe('quota stores', () => {
       expect(stored).toEqual({ used: String(total), 'k:1': String(total / 2), 'k:2': String(total / 2) })
     })
 
+    test.skipIf(!TEST_REDIS_URL)('an account hammering past its quota asks for no lease: one Redis call per batch of refusals', async () => {
+      const redis = (await testRedis())!
+      const store = redisQuotaStore(redis)
+      await burst(store, 26, 50, 50)
+      const monitor = await commandsFrom(redis)
+      for (let wave = 0; wave < 5; wave++) expect(admittedOf(await burst(store, 26, 20, 50))).toBe(0)
+      await redis.ping()
+      for (let i = 0; i < 50 && monitor.seen.commands < 6; i++) await Bun.sleep(10)
+      monitor.stop()
+      expect(monitor.seen.commands).toBe(6) // five charge calls and the ping
+    })
+
     test.skipIf(!TEST_REDIS_URL)('a lease ends on its own within a second and gives back what it did not use', async () => {
       const redis = (await testRedis())!
       const store = redisQuotaStore(redis)

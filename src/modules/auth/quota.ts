@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { utcDate } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
-import { HOT_CHARGES_PER_CALL, LEASE_WAIT_LUA, quotaLeases } from './quota-leases'
+import { HOT_CHARGES_PER_CALL, LEASE_WAIT_LUA, leaseWorthAsking, quotaLeases } from './quota-leases'
 
 /**
  * Daily quota counters (DESIGN decision 5): per account and UTC day, the units used, the requests
@@ -157,27 +157,34 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
   // parsing, timer and promise and Redis's script run and socket work cost more than the rest of
   // the key guard, so under load fewer, larger calls are what keeps the guard cheap
   // (bench/README.md); when idle, a charge goes at the end of its turn, as before. An account with
-  // HOT_CHARGES_PER_CALL charges in one call is charged often enough to lease its quota (quota-leases.ts).
+  // HOT_CHARGES_PER_CALL admitted charges in one call, and enough left, is charged often enough to
+// lease its quota (quota-leases.ts); one refused over its quota never asks.
   let queue: QueuedCharge[] = []
   let sending = false
   let scheduled = false
   /** Charges of accounts whose lease request is out, held until it is answered (see `leases.request`). */
   const parked = new Map<string, { charges: QueuedCharge[]; answered: Promise<void> }>()
-  /** From this node's lease when it holds one that covers the charge, else in Redis's next call. */
-  const dispatch = (queued: QueuedCharge) => {
+  /** The account's `used` when this node's lease covers the charge; not while a lease request is out. */
+  const fromLease = (key: string, field: string, cost: number, limit: number) =>
+    parked.has(key) ? undefined : leases.take(key, field, cost, limit)
+  /** Held with its account's charges while a lease request is out, else into Redis's next call. */
+  const send = (queued: QueuedCharge) => {
     const waiting = parked.get(queued.key)
     if (waiting) return void waiting.charges.push(queued)
-    const [cost, limit, , field] = queued.args
-    const used = leases.take(queued.key, field, cost, limit)
-    if (used !== undefined) return queued.resolve({ admitted: true, used })
     queue.push(queued)
     if (!sending && !scheduled) {
       scheduled = true
       setImmediate(sendQueued)
     }
   }
+  const dispatch = (queued: QueuedCharge) => {
+    const [cost, limit, , field] = queued.args
+    const used = fromLease(queued.key, field, cost, limit)
+    if (used === undefined) send(queued)
+    else queued.resolve({ admitted: true, used })
+  }
   const requestLease = (key: string, limit: number, ttl: number) => {
-    if (parked.has(key) || leases.holds(key)) return
+    if (parked.has(key) || leases.heldOn(key)) return
     const charges: QueuedCharge[] = []
     // Charges queued for the next call would reach Redis after the grant: they wait with the others.
     queue = queue.filter((queued) => queued.key !== key || (charges.push(queued), false))
@@ -194,26 +201,31 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
     queue = batch === queue ? [] : queue.slice(MAX_CHARGES_PER_CALL)
     const keys: string[] = []
     const args: (string | number)[] = []
-    const perKey = new Map<string, number>()
     for (const queued of batch) {
       keys.push(queued.key)
       args.push(...queued.args)
-      perKey.set(queued.key, (perKey.get(queued.key) ?? 0) + 1)
     }
     sending = true
     client
       .tcgChargeQuotaBatch(keys.length, ...keys, ...args)
       .then(
         (pairs) => {
+          // Per account: its admitted charges in this call and the last `used`, to see if it is worth a lease.
+          const admitted = new Map<string, { count: number; used: number; queued: QueuedCharge }>()
           batch.forEach((queued, i) => {
             const [status, value] = [pairs[2 * i]!, pairs[2 * i + 1]!]
-            if (status === WAIT) setTimeout(() => dispatch(queued), Math.min(value, MAX_LEASE_WAIT_MS))
-            else queued.resolve({ admitted: status === ADMITTED, used: value })
+            if (status === WAIT) return void setTimeout(() => dispatch(queued), Math.min(value, MAX_LEASE_WAIT_MS))
+            queued.resolve({ admitted: status === ADMITTED, used: value })
+            if (status !== ADMITTED) return
+            const seen = admitted.get(queued.key)
+            if (seen) {
+              seen.count++
+              seen.used = value
+            } else admitted.set(queued.key, { count: 1, used: value, queued })
           })
-          for (const [key, count] of perKey) {
-            if (count < HOT_CHARGES_PER_CALL) continue
-            const { args: [, limit, ttl] } = batch.find((queued) => queued.key === key)!
-            requestLease(key, limit, ttl)
+          for (const [key, { count, used, queued }] of admitted) {
+            const [, limit, ttl] = queued.args
+            if (count >= HOT_CHARGES_PER_CALL && leaseWorthAsking(used, limit)) requestLease(key, limit, ttl)
           }
         },
         (error) => batch.forEach((queued) => queued.reject(error)),
@@ -227,16 +239,16 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
     charge({ accountId, keyId, cost, limit, now }) {
       const key = dayKey(accountId, utcDate(now))
       const field = keyField(keyId)
-      const used = parked.has(key) ? undefined : leases.take(key, field, cost, limit)
+      const used = fromLease(key, field, cost, limit)
       if (used !== undefined) return Promise.resolve({ admitted: true, used })
-      return new Promise<ChargeResult>((resolve, reject) => dispatch({ key, args: [cost, limit, ttlSeconds(now), field], resolve, reject }))
+      return new Promise<ChargeResult>((resolve, reject) => send({ key, args: [cost, limit, ttlSeconds(now), field], resolve, reject }))
     },
     async read(accountId, now) {
       const key = dayKey(accountId, utcDate(now))
       await parked.get(key)?.answered // a lease granted meanwhile is in `used` and must be known here
       const counters = parseCounters(await client.hgetall(key))
       // This node's live lease: its unused units are not used yet, its admissions not yet in Redis.
-      const lease = leases.pending(key)
+      const lease = leases.heldOn(key)
       if (lease) {
         counters.used -= lease.unused
         for (const [field, units] of lease.byKeyField) {
