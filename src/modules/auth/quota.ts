@@ -53,23 +53,23 @@ function emptyCounters(): DayCounters {
 // limit, TTL and key field per charge); each is checked and counted in order, as if alone, and the
 // answer is a flat list of (status, value) pairs: (1, used) admitted, (0, used) refused, (2, ms)
 // not judged yet because a live lease of the account may still hand units back (quota-leases.ts):
-// asked again after that wait. An admitted charge adds its cost to the account and to the key's
-// share; the day's first charge and refusals set the expiry, and whatever else writes the hash
-// sets its own. The TTL is relative (seconds to the end of the day by the service's clock), so a
+// asked again after that wait. An admitted charge is two Redis calls: the increment (rolled back
+// when over the limit) and the key's share; the day's first charge and refusals set the expiry,
+// and whatever else writes the hash sets its own. The TTL is relative (seconds to the end of the day by the service's clock), so a
 // clock injected by tests cannot set an expiry that is already in the past for Redis.
 const CHARGE_BATCH_LUA = `${LEASE_WAIT_LUA}
 local out = {}
 for i, key in ipairs(KEYS) do
   local a = (i - 1) * 4
   local cost = tonumber(ARGV[a + 1])
-  local used = tonumber(redis.call('HGET', key, 'used') or '0')
-  if used + cost <= tonumber(ARGV[a + 2]) then
-    used = redis.call('HINCRBY', key, 'used', cost)
+  local used = redis.call('HINCRBY', key, 'used', cost)
+  if used <= tonumber(ARGV[a + 2]) then
     redis.call('HINCRBY', key, ARGV[a + 4], cost)
     if used == cost then redis.call('EXPIRE', key, ARGV[a + 3]) end
     out[#out + 1] = 1
     out[#out + 1] = used
   else
+    used = redis.call('HINCRBY', key, 'used', -cost)
     local wait = lease_wait(key)
     if wait then
       out[#out + 1] = 2
@@ -97,6 +97,7 @@ interface QueuedCharge {
   resolve(result: ChargeResult): void
   reject(error: unknown): void
 }
+
 /** Bounds one script run, so a burst cannot hold Redis for long. */
 const MAX_CHARGES_PER_CALL = 256
 
@@ -158,7 +159,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
   // the key guard, so under load fewer, larger calls are what keeps the guard cheap
   // (bench/README.md); when idle, a charge goes at the end of its turn, as before. An account with
   // HOT_CHARGES_PER_CALL admitted charges in one call, and enough left, is charged often enough to
-// lease its quota (quota-leases.ts); one refused over its quota never asks.
+  // lease its quota (quota-leases.ts); one refused over its quota never asks.
   let queue: QueuedCharge[] = []
   let sending = false
   let scheduled = false
