@@ -28,6 +28,7 @@ async function exactness(store: QuotaStore, accountId: number) {
 // One connection per failover test: each takes its Redis away. Their keys are wiped after the file.
 const outageRedis = await testRedis()
 const handOverRedis = await testRedis()
+const leaseOutageRedis = await testRedis()
 
 /** Redis goes away for this client: it can no longer reach it until it reconnects. */
 async function cutOff(redis: Redis) {
@@ -197,6 +198,33 @@ describe('quota stores', () => {
       monitor.stop()
       expect(monitor.seen.commands).toBe(6) // five charge calls and the ping
     })
+
+    test.skipIf(!TEST_REDIS_URL)('Redis gone while a lease is held: the lease is used, the node goes on counting locally from there, and the quota still holds exactly', async () => {
+      const redis = leaseOutageRedis!
+      const logged: string[] = []
+      const store = failoverQuotaStore(redis, createLogger('info', { write: (line: string) => void logged.push(line) }))
+      try {
+        const limit = 1_000
+        await burst(store, 27, 16, limit)
+        await leased(redis, 27)
+        await cutOff(redis)
+        const results = []
+        for (let i = 0; i < 1_100; i++) results.push(await charge(store, 27, 1, limit))
+        expect(admittedOf(results)).toBe(limit - 16)
+        expect(Math.max(...results.map((r) => r.used))).toBe(limit)
+        expect(store.degraded).toBe(true)
+        // The lease was used up while Redis was away: its hand-back failed and says so.
+        expect(logged.some((line) => line.includes('hand-back failed'))).toBe(true)
+
+        await redis.connect()
+        for (let i = 0; i < 30 && store.degraded; i++) await Bun.sleep(100)
+        expect(store.degraded).toBe(false)
+        expect(await redis.hget('quota:2026-11-20:27', 'used')).toBe(String(limit))
+        expect((await charge(store, 27, 1, limit)).admitted).toBe(false)
+      } finally {
+        await store.close()
+      }
+    }, 10_000)
 
     test.skipIf(!TEST_REDIS_URL)('a lease ends on its own within a second and gives back what it did not use', async () => {
       const redis = (await testRedis())!
