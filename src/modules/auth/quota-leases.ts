@@ -5,8 +5,9 @@ import type { Logger } from '../../shared/logger'
 /**
  * Quota leases: a node that charges one account many times a second takes a block of that
  * account's quota from Redis in one call and admits from it locally, with no Redis round trip per
- * request; what it did not use goes back when the lease ends. Why: on the hot routes the await for
- * Redis cost more than everything else the guard does (bench/README.md, "Quota leases").
+ * request; what it did not use goes back when the lease ends. Why: waiting for Redis sends the
+ * answer on a later event-loop turn, uncorked, which cost a busy route about half its throughput
+ * (bench/README.md, second session of 2026-11-23).
  *
  * Exactness (DESIGN decision 5: N concurrent requests against a quota of Q admit exactly min(N, Q),
  * across nodes) holds because:
