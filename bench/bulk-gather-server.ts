@@ -10,7 +10,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large bun bench/bulk-gather-server.ts [port]
  */
 import { openPostgres } from '../src/db/client'
-import { bytesResponse } from '../src/modules/prices/respond'
+import { bytesResponse, snapshotEtag } from '../src/modules/prices/respond'
 import { bulkPrices } from '../src/modules/prices/service'
 import { loadSnapshotSource } from '../src/modules/snapshot/repo'
 import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
@@ -31,7 +31,7 @@ const server = Bun.serve({
     if (query < 0) return new Response('no ids', { status: 400 })
     const body = bulkPrices(snapshot, url.slice(query + 5))
     const headers: Record<string, string> = {
-      etag: `W/"${snapshot.version}-${Bun.hash(`json ${url}`).toString(36)}"`,
+      etag: snapshotEtag(snapshot, 'json', url),
       'cache-control': 'private, no-cache',
       vary: 'Accept',
       'x-ratelimit-limit': String(rateLimit.daily_limit),

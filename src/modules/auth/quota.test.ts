@@ -148,8 +148,9 @@ describe('quota stores', () => {
       })
       return { seen, stop: () => monitor.disconnect() }
     }
-    const burst = (store: QuotaStore, accountId: number, n: number, limit: number, keyOf = (i: number) => 1 + (i % 2)) =>
-      Promise.all(Array.from({ length: n }, (_, i) => charge(store, accountId, 1, limit, NOON, keyOf(i))))
+    /** n charges at once, alternately by keys 1 and 2. */
+    const burst = (store: QuotaStore, accountId: number, n: number, limit: number) =>
+      Promise.all(Array.from({ length: n }, (_, i) => charge(store, accountId, 1, limit, NOON, 1 + (i % 2))))
     /** Until the lease a hot account asked for has been granted (the grant is its own Redis call). */
     async function leased(redis: Redis, accountId: number) {
       for (let i = 0; i < 50; i++) {

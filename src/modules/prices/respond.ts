@@ -93,6 +93,12 @@ export interface SerialisedBody<Data> {
   meta?: object
 }
 
+/** The weak ETag of a snapshot answer: the snapshot version, the format, the path with its query. */
+export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack', url: string): string {
+  const pathAndQuery = url.slice(url.indexOf('/', url.indexOf('//') + 2))
+  return `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQuery}`).toString(36)}"`
+}
+
 /**
  * A response answered from the price snapshot. Its weak ETag names the snapshot version, the path
  * with its query and the format, so `If-None-Match` answers 304 until the next sync changes the
@@ -108,8 +114,7 @@ export function snapshotResponse<Data>(
 ) {
   const { request, set } = context
   const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
-  const pathAndQuery = request.url.slice(request.url.indexOf('/', request.url.indexOf('//') + 2))
-  const etag = `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQuery}`).toString(36)}"`
+  const etag = snapshotEtag(snapshot, format, request.url)
   const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
   if (options.msgpack) headers.vary = 'Accept'
   // The guard's X-RateLimit-* headers travel in this Response: Elysia copies a returned Response
