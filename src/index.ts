@@ -1,6 +1,7 @@
 import { appReady, createApp, stopApp } from './app'
 import { ConfigError, loadConfig } from './config'
 import { createDeps } from './deps'
+import { createDemoAccountIfNone, DEMO_TIER, demoBanner, keyHint } from './modules/auth/demo-account'
 import { seedCatalog } from './modules/ingest/seed'
 import { isCatalogEmpty } from './modules/ingest/service'
 
@@ -15,10 +16,23 @@ async function main() {
   const app = createApp(deps)
   await appReady(app) // the first price snapshot, so the node is ready when it starts listening
   app.listen({ port: config.port, hostname: config.host })
-  deps.logger.info(
-    { url: `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}` },
-    'listening; API docs at /docs',
-  )
+  const url = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}`
+  // Embedded mode only: the CLI cannot reach a locked data directory while this runs. Done after
+  // listen so a start that fails to bind never creates credentials nobody saw.
+  if (!config.databaseUrl) {
+    const demo = await createDemoAccountIfNone(deps.db)
+    if (demo.created) {
+      // The console, not the logger: the secrets appear once, on screen, and in no structured log.
+      console.log(demoBanner(demo.created, url))
+      deps.logger.info(
+        { email: demo.created.email, tier: DEMO_TIER, keyPrefix: demo.created.keyPrefix },
+        'created the DEMO-ONLY account and API key; the key and password were printed above, once',
+      )
+    } else {
+      deps.logger.info(keyHint(url, demo.demoAccount))
+    }
+  }
+  deps.logger.info({ url }, 'listening; API docs at /docs')
 
   let stopping = false
   const shutdown = async (signal: string) => {

@@ -6,6 +6,8 @@ export interface Listening {
   url: string
   /** Every JSON log line up to and including the "listening" one. */
   lines: Record<string, any>[]
+  /** Every other stdout line up to then (what the process prints for people, not as a log). */
+  text: string[]
   child: ReturnType<typeof Bun.spawn>
 }
 
@@ -19,23 +21,34 @@ export async function spawnUntilListening(args: string[], env: Record<string, st
   const reader = child.stdout.getReader()
   const decoder = new TextDecoder()
   const lines: Record<string, any>[] = []
+  const text: string[] = []
   let buffered = ''
   for (;;) {
     const { done, value } = await reader.read()
-    if (done) throw new Error(`bun ${args.join(' ')} exited before listening: ${await new Response(child.stderr).text()}`)
+    if (done) {
+      const stderr = await new Response(child.stderr).text()
+      await child.exited
+      const how = child.signalCode ? `signal ${child.signalCode}` : `code ${child.exitCode}`
+      throw new Error(`bun ${args.join(' ')} exited (${how}) before listening: ${stderr}\nits stdout: ${[...text, ...lines.map((l) => JSON.stringify(l))].join('\n')}`)
+    }
     buffered += decoder.decode(value, { stream: true })
     let newline = buffered.indexOf('\n')
     while (newline >= 0) {
-      const line = JSON.parse(buffered.slice(0, newline))
+      const raw = buffered.slice(0, newline)
       buffered = buffered.slice(newline + 1)
+      newline = buffered.indexOf('\n')
+      const line = raw.startsWith('{') ? JSON.parse(raw) : undefined
+      if (line === undefined) {
+        text.push(raw)
+        continue
+      }
       lines.push(line)
       if (typeof line.msg === 'string' && line.msg.startsWith('listening')) {
         void (async () => {
           while (!(await reader.read()).done);
         })()
-        return { url: line.url, lines, child }
+        return { url: line.url, lines, text, child }
       }
-      newline = buffered.indexOf('\n')
     }
   }
 }
