@@ -1,7 +1,7 @@
 /**
  * The key + quota path (the `apiKey` guard: SHA-256, key cache hit, quota charge) against the same
  * route without it, in one server process measured by autocannon from this one, in the same run.
- * Budget (issue requirement): keyed mean latency ≤ 1.25 × open mean latency (the median over rounds
+ * Budget: keyed mean latency ≤ 1.25 × open mean latency (the median over rounds
  * of each round's ratio), judged on the card prices route (see ROUTES). Measured twice: with
  * the Redis quota store (shared) and with the in-process one (no REDIS_URL, the embedded mode).
  *

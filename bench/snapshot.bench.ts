@@ -14,7 +14,7 @@
  * Seeds the `large` demo catalog on its first run (about 15 minutes). Exits 1 if a budget fails.
  *
  * autocannon runs in this process, on the same cores as the service, the yardstick, PostgreSQL and
- * Redis (2 on the machines so far): the bare Bun.serve figure is bounded by autocannon as much as
+ * Redis (2 cores on every machine it has run on): the bare Bun.serve figure is bounded by autocannon as much as
  * by the server, which is why budgets are ratios taken in the same run.
  */
 import { readFileSync, rmSync } from 'node:fs'

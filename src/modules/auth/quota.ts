@@ -157,7 +157,8 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
   // still waits for one script run that carries its charge. Why: per command, the client's
   // parsing, timer and promise and Redis's script run and socket work cost more than the rest of
   // the key guard, so under load fewer, larger calls are what keeps the guard cheap
-  // (bench/README.md); when idle, a charge goes at the end of its turn, as before. An account with
+  // (docs/decisions.md, "Group commit of charges"); when idle, a charge goes at the end of its own
+  // turn. An account with
   // HOT_CHARGES_PER_CALL admitted charges in one call, and enough left, is charged often enough to
   // lease its quota (quota-leases.ts); one refused over its quota never asks.
   let queue: QueuedCharge[] = []
