@@ -45,4 +45,44 @@ describe('loadConfig', () => {
   test('rejects an out-of-range port', () => {
     expect(() => loadConfig({ PORT: '70000' })).toThrow(/PORT/)
   })
+
+  test('each bad variable says what it accepts: the allowed values, the range or the form', () => {
+    let error: unknown
+    try {
+      loadConfig({
+        PORT: '70000',
+        DATABASE_URL: 'mysql://x',
+        REDIS_URL: 'http://cache:6379',
+        REDIS_KEY_PREFIX: 'has spaces',
+        COOKIE_SECURE: 'yes',
+        LOG_LEVEL: 'loud',
+        DEMO_SCALE: 'huge',
+      })
+    } catch (caught) {
+      error = caught
+    }
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as Error).message.split('\n').slice(1).map((line) => line.trim())).toEqual([
+      'PORT="70000": must be an integer from 0 to 65535',
+      'DATABASE_URL="mysql://x": must be a postgres:// or postgresql:// URL',
+      'REDIS_URL="http://cache:6379": must be a redis:// or rediss:// URL',
+      'REDIS_KEY_PREFIX="has spaces": must be 1 to 64 characters, each a letter, digit, colon, underscore, dot or hyphen',
+      'COOKIE_SECURE="yes": must be true or false',
+      'LOG_LEVEL="loud": must be one of: debug, info, warn, error, silent',
+      'DEMO_SCALE="huge": must be one of: tiny, small, medium, large',
+    ])
+  })
+
+  test('a port is taken only as written in digits, never truncated', () => {
+    for (const port of ['1.5', '1e3', '0x10', '-1', 'eighty']) {
+      expect(() => loadConfig({ PORT: port })).toThrow(`PORT="${port}": must be an integer from 0 to 65535`)
+    }
+    expect(loadConfig({ PORT: '08080' }).port).toBe(8080)
+  })
+
+  test('COOKIE_SECURE reads true/false and 1/0', () => {
+    for (const [value, secure] of [['true', true], ['1', true], ['false', false], ['0', false]] as const) {
+      expect(loadConfig({ COOKIE_SECURE: value }).cookieSecure).toBe(secure)
+    }
+  })
 })

@@ -1,18 +1,24 @@
-import { type Static, Type } from '@sinclair/typebox'
+import { type Static, type TSchema, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { DEMO_SCALES } from './modules/ingest/sources/demo'
+import { describeExpectation } from './shared/expectation'
 
 /**
  * The whole environment, parsed once at start (STYLE 9): nothing else reads `process.env`.
- * Every bad variable is reported together so a misconfigured deploy fails with one clear message.
+ * Every bad variable is reported together so a misconfigured deploy fails with one clear message;
+ * `expected` words what a pattern accepts, which the schema alone cannot say readably.
  */
 const Env = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', expected: 'must be a postgres:// or postgresql:// URL' })),
   DATA_DIR: Type.String({ minLength: 1, default: './data' }),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
-  REDIS_KEY_PREFIX: Type.String({ pattern: '^[A-Za-z0-9:_.-]{1,64}$', default: 'tcg:' }),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', expected: 'must be a redis:// or rediss:// URL' })),
+  REDIS_KEY_PREFIX: Type.String({
+    pattern: '^[A-Za-z0-9:_.-]{1,64}$',
+    default: 'tcg:',
+    expected: 'must be 1 to 64 characters, each a letter, digit, colon, underscore, dot or hyphen',
+  }),
   COOKIE_SECURE: Type.Boolean({ default: false }),
   LOG_LEVEL: Type.Union(
     ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
@@ -53,12 +59,23 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const value = env[key]
     if (value !== undefined && value !== '') raw[key] = value
   }
-  const converted = Value.Convert(Env, Value.Default(Env, raw))
-  const problems = [...Value.Errors(Env, converted)].map(
-    (error) => `${error.path.slice(1) || '(root)'}=${JSON.stringify(raw[error.path.slice(1)])}: ${error.message}`,
-  )
-  if (problems.length > 0) {
-    throw new ConfigError(`Invalid environment:\n  ${[...new Set(problems)].join('\n  ')}`)
+  const converted = Value.Convert(Env, Value.Default(Env, { ...raw })) as Record<string, unknown>
+  // Convert reads '1.5' and '1e3' as 1: an integer is taken only as written in digits.
+  for (const [name, schema] of Object.entries(Env.properties)) {
+    const value = raw[name]
+    if (schema.type === 'integer' && typeof value === 'string' && !/^\d+$/.test(value)) converted[name] = value
+  }
+  // One line per variable, saying what it accepts: the allowed values, the range, the form.
+  const problems = new Map<string, string>()
+  for (const error of Value.Errors(Env, converted)) {
+    const name = error.path.slice(1)
+    if (problems.has(name)) continue
+    const schema: TSchema = Env.properties[name as keyof typeof Env.properties] ?? error.schema
+    const expected = typeof schema.expected === 'string' ? schema.expected : describeExpectation(schema, error.message)
+    problems.set(name, `${name || '(root)'}=${JSON.stringify(raw[name])}: ${expected}`)
+  }
+  if (problems.size > 0) {
+    throw new ConfigError(`Invalid environment:\n  ${[...problems.values()].join('\n  ')}`)
   }
   const parsed = converted as Static<typeof Env>
   return Object.freeze({

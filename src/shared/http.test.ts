@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { createLogger } from './logger'
 import { errorHandler } from './http'
-import { QueryParams, QueryInt } from './model'
+import { PathParams, QueryParams, QueryInt } from './model'
 import { AppError } from './errors'
 
 // A tiny app with the real error handler, served over real HTTP.
@@ -29,6 +29,7 @@ const app = new Elysia()
     throw new AppError('RATE_LIMIT_EXCEEDED', 'Daily quota exceeded', undefined, { 'Retry-After': '42' })
   })
   .post('/echo', ({ body }) => body, { body: Type.Object({ name: Type.String() }) })
+  .get('/things/:thingId', ({ params }) => params, { params: PathParams({ thingId: QueryInt({ minimum: 1, maximum: 9 }) }) })
   .listen({ port: 0, hostname: '127.0.0.1' })
 const base = `http://127.0.0.1:${app.server!.port}`
 const call = async (path: string, init?: RequestInit) => {
@@ -42,9 +43,27 @@ describe('the error envelope', () => {
     expect(status).toBe(400)
     expect(body.error).toEqual({
       code: 'INVALID_PARAMETER',
-      message: "Invalid property: 'limit' must be an integer from 1 to 50",
+      message: "Invalid query: 'limit' must be an integer from 1 to 50",
       details: [{ field: 'limit', message: 'must be an integer from 1 to 50' }],
     })
+  })
+
+  // A number Elysia coerced fails against the parameter's schema alone; one it could not coerce,
+  // against the whole object. Both must name the parameter and where it travels.
+  test('a bad path parameter names itself and the path, coerced or not', async () => {
+    for (const value of ['0', '10', '1.5', 'x']) {
+      const { status, body } = await call(`/things/${value}`)
+      expect({ value, status, error: body.error }).toEqual({
+        value,
+        status: 400,
+        error: {
+          code: 'INVALID_PARAMETER',
+          message: "Invalid path: 'thingId' must be an integer from 1 to 9",
+          details: [{ field: 'thingId', message: 'must be an integer from 1 to 9' }],
+        },
+      })
+    }
+    expect((await call('/items?limit=x')).body.error.message).toBe("Invalid query: 'limit' must be an integer from 1 to 50")
   })
 
   test('an unknown enum value lists the allowed values', async () => {

@@ -2,6 +2,8 @@ import type { TSchema } from '@sinclair/typebox'
 import { Elysia, ValidationError } from 'elysia'
 import type { Logger } from 'pino'
 import { AppError, type ErrorDetail } from './errors'
+import { describeExpectation } from './expectation'
+import { PARAM_IN } from './model'
 
 interface ValueErrorLike {
   path: string
@@ -10,53 +12,37 @@ interface ValueErrorLike {
   value: unknown
 }
 
-const FORMAT_EXPECTATIONS: Record<string, string> = {
-  'date-time': 'must be an ISO 8601 date-time with a zone, e.g. 2026-11-20T00:00:00Z',
-  date: 'must be a date, YYYY-MM-DD',
-  email: 'must be an email address',
-  uri: 'must be an absolute URL',
-}
+/**
+ * The Content-Type of every JSON answer: Elysia's own for the objects handlers return, so the
+ * responses built by hand (snapshot answers, the export attachment) say the same.
+ */
+export const JSON_CONTENT_TYPE = 'application/json;charset=utf-8'
 
-/** "must be an integer from 1 to 100", "must be one of: up, down": what a client can act on. */
-export function describeExpectation(schema: TSchema, fallback: string): string {
-  const literals = (schema.anyOf as TSchema[] | undefined)?.map((s) => s.const).filter((v) => v !== undefined)
-  if (literals && literals.length > 0) return `must be one of: ${literals.join(', ')}`
-  if (Array.isArray(schema.enum)) return `must be one of: ${schema.enum.join(', ')}`
-  if (schema.type === 'integer' || schema.type === 'number') {
-    const kind = schema.type === 'integer' || schema.multipleOf === 1 ? 'an integer' : 'a number'
-    if (schema.minimum !== undefined && schema.maximum !== undefined)
-      return `must be ${kind} from ${schema.minimum} to ${schema.maximum}`
-    if (schema.minimum !== undefined) return `must be ${kind} of at least ${schema.minimum}`
-    if (schema.maximum !== undefined) return `must be ${kind} of at most ${schema.maximum}`
-    return `must be ${kind}`
-  }
-  if (schema.type === 'string' && typeof schema.format === 'string' && FORMAT_EXPECTATIONS[schema.format]) {
-    return FORMAT_EXPECTATIONS[schema.format]!
-  }
-  if (schema.type === 'string') {
-    const { minLength: min, maxLength: max } = schema
-    if (min !== undefined && max !== undefined) return `must be ${min} to ${max} characters long`
-    if (min !== undefined) return `must be at least ${min} characters long`
-    if (max !== undefined) return `must be at most ${max} characters long`
-  }
-  return fallback.charAt(0).toLowerCase() + fallback.slice(1)
-}
+/** How a message names the part of the request that failed; Elysia calls the path `params`. */
+const PART_NAMES: Record<string, string> = { params: 'path', query: 'query', body: 'body', headers: 'headers', cookie: 'cookie' }
 
 /** Turns a schema validation failure into one INVALID_PARAMETER error naming every bad field. */
 export function validationToAppError(error: ValidationError): AppError {
+  const issues = error.all as unknown as ValueErrorLike[]
+  // Elysia checks a coerced (numeric) query or path value against its own schema alone and calls
+  // the failure `property`: the parameter's name and place come from QueryParams/PathParams tags.
+  const part =
+    error.type === 'property'
+      ? ((issues[0]?.schema[PARAM_IN as never] as string | undefined) ?? 'parameter')
+      : (PART_NAMES[error.type] ?? error.type)
   const seen = new Set<string>()
   const details: ErrorDetail[] = []
-  for (const issue of error.all as unknown as ValueErrorLike[]) {
-    const field = issue.path.replace(/^\//, '').replaceAll('/', '.') || issue.schema['x-param'] || error.type
+  for (const issue of issues) {
+    const field = issue.path.replace(/^\//, '').replaceAll('/', '.') || issue.schema['x-param'] || part
     if (seen.has(field)) continue
     seen.add(field)
     // Optional absent fields raise no error, so an absent value here is a required one.
     const missing = issue.value === undefined
     details.push({ field, message: missing ? 'is required' : describeExpectation(issue.schema, issue.message) })
   }
-  if (details.length === 0) details.push({ field: error.type, message: 'is invalid' })
+  if (details.length === 0) details.push({ field: part, message: 'is invalid' })
   const message = details.map((d) => `'${d.field}' ${d.message}`).join('; ')
-  return new AppError('INVALID_PARAMETER', `Invalid ${error.type}: ${message}`, details)
+  return new AppError('INVALID_PARAMETER', `Invalid ${part}: ${message}`, details)
 }
 
 /**

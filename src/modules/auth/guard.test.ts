@@ -109,9 +109,10 @@ describe('tiers', () => {
     }
     for (const tier of ORDER) {
       const { key } = await accountWithKey(db, tier)
-      const { account, subscription } = await usage(key)
+      const { account, subscription, keys } = await usage(key)
       expect([account.daily_limit, account.live_refresh_limit]).toEqual(expected[tier])
       expect(subscription).toEqual({ plan: tier, status: 'active' })
+      expect(keys.map((k: any) => k.tier)).toEqual([tier])
     }
   })
 
@@ -223,6 +224,10 @@ describe('daily quota', () => {
     expect((await json(response)).rate_limit.daily_remaining).toBe(98)
     const today = await usage(otherKey)
     expect(today.keys.map((k: any) => k.requests_today)).toEqual([1, 1])
+    // A key has its account's tier: every key of the account shows the same one, as GET /v1/keys does.
+    const listed = (await json(await server.get('/v1/keys', { headers: { cookie: account.cookie } }))).data
+    expect(today.keys.map((k: any) => [k.id, k.tier])).toEqual(listed.map((k: any) => [k.id, k.tier]))
+    expect(today.keys.map((k: any) => k.tier)).toEqual([today.subscription.plan, today.subscription.plan])
   })
 
   test('the counter rolls over at 00:00 UTC', async () => {

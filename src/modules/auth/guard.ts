@@ -75,6 +75,31 @@ function refuseForeignOrigin(request: Request) {
 
 const NOT_JSON = Symbol('not JSON')
 
+/** The body of a JSON request that did not parse, on routes priced from their body. */
+const UNPARSABLE_BODY = Object.freeze({})
+
+/**
+ * The parser of routes priced from their body. Elysia refuses JSON that does not parse before
+ * `transform`, so before the key is checked; this one hands `transform` a marker instead, and the
+ * 400 comes after the key, tier and quota checks and is charged like any refused request (DESIGN
+ * decision 5). Other media types arrive as text and no body as null, which the body schema
+ * refuses. It answers every request, so the `json` after it is never run: it only makes OpenAPI
+ * list application/json as the body's media type.
+ */
+const parsePricedBody = [
+  async ({ request }: { request: Request }, contentType: string) => {
+    if (!contentType) return null
+    const text = await request.text()
+    if (contentType.toLowerCase() !== 'application/json') return text
+    try {
+      return JSON.parse(text) as unknown
+    } catch {
+      return UNPARSABLE_BODY
+    }
+  },
+  'json' as const,
+] as never
+
 /**
  * Part 2: a page can post a form or text to another site without a preflight, never JSON, so
  * these routes read JSON bodies only. The parser marks anything else (Elysia turns a throw here
@@ -108,7 +133,22 @@ export function withRateLimit<T extends TObject>(schema: T) {
   return Type.Unsafe<Static<T>>(Type.Object({ ...schema.properties, rate_limit: RateLimit }, { description: schema.description }))
 }
 
-/** The refusals every key-guarded route can answer with. */
+/** What OpenAPI says of a key-guarded route (its `detail`): the tier it needs and what a request costs. */
+export interface KeyGuardDetail {
+  'x-min-tier': string
+  /** Quota units one request costs; `per-item` for bulk resolve, priced from its body. */
+  'x-quota-cost': number | 'per-item'
+}
+
+function keyGuardDetail(rule: ApiKeyRule): KeyGuardDetail {
+  const cost = rule.cost ?? 1
+  return { 'x-min-tier': TIER_POLICY[minimumTier(rule.needs)].label, 'x-quota-cost': typeof cost === 'function' ? 'per-item' : cost }
+}
+
+/**
+ * The refusals a key-guarded route can answer with. OpenAPI leaves out those its rule rules out
+ * (403 where every tier may call it, 429 where it costs nothing).
+ */
 export const KEY_GUARD_ERRORS = { 401: 'Error', 403: 'Error', 429: 'Error' } as const
 
 /**
@@ -119,7 +159,8 @@ export const KEY_GUARD_ERRORS = { 401: 'Error', 403: 'Error', 429: 'Error' } as 
 export function authGuard(auth: AuthRuntime) {
   return new Elysia({ name: 'auth-guard' }).macro({
     apiKey: (rule: ApiKeyRule) => ({
-      detail: { security: [{ ApiKey: [] }] },
+      detail: { security: [{ ApiKey: [] }], ...keyGuardDetail(rule) },
+      ...(typeof rule.cost === 'function' && { parse: parsePricedBody }),
       async transform({ request, set, body }) {
         const raw = request.headers.get('x-api-key')
         if (!raw) throw new AppError('API_KEY_REQUIRED', 'An API key is required: send it in the X-API-Key header')
@@ -163,6 +204,9 @@ export function authGuard(auth: AuthRuntime) {
               { 'retry-after': String(retryAfter) },
             )
           }
+        }
+        if (body === UNPARSABLE_BODY) {
+          throw new AppError('INVALID_PARAMETER', 'The request body could not be parsed', [{ field: 'body', message: 'is not valid JSON' }])
         }
         keyAuths.set(request, { identity, policy, now, counters })
       },

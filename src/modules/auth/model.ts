@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, QueryInt, Timestamp } from '../../shared/model'
+import { Id, LiteralUnion, PathParams, QueryInt, Timestamp } from '../../shared/model'
 import { MIN_PASSWORD_LENGTH } from './accounts'
 import { TIERS } from './tiers'
 
@@ -46,7 +46,7 @@ export const KeyListItem = Type.Object({
   created_at: Timestamp,
 })
 
-export const KeyIdParams = Type.Object({ keyId: QueryInt({ minimum: 1, maximum: 2147483647, 'x-param': 'keyId' }) })
+export const KeyIdParams = PathParams({ keyId: QueryInt({ minimum: 1, maximum: 2147483647, description: 'The key id, as `GET /v1/keys` lists it' }) })
 
 export const Message = Type.Object({ message: Type.String() })
 
@@ -64,6 +64,7 @@ export const Usage = Type.Object({
       id: Id,
       key_prefix: Type.String(),
       name: Type.String(),
+      tier: TierName,
       is_active: Type.Union([Type.Literal(0), Type.Literal(1)]),
       requests_today: Type.Integer({ minimum: 0, description: 'Quota units this key used today' }),
       total_requests: Type.Integer({ minimum: 0 }),

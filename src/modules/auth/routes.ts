@@ -91,7 +91,7 @@ export function authRoutes(auth: AuthRuntime) {
     .get('/v1/auth/me', ({ session }) => ({ data: accountView(session.account) }), {
       session: true,
       response: { 200: Type.Object({ data: Type.Ref('Account') }), 401: 'Error' },
-      detail: { tags: ['Account'], summary: 'The logged-in account' },
+      detail: { tags: ['Account'], summary: 'The logged-in account', description: 'The account the `session` cookie belongs to: id, email, tier, subscription and creation time.' },
     })
     .post(
       '/v1/keys',
@@ -180,6 +180,7 @@ export function authRoutes(auth: AuthRuntime) {
               id: key.id,
               key_prefix: key.keyPrefix,
               name: key.name,
+              tier: identity.tier,
               is_active: key.isActive ? (1 as const) : (0 as const),
               requests_today: counters!.byKey.get(key.id) ?? 0,
               total_requests: key.totalRequests,

@@ -27,12 +27,25 @@ export const BulkCardsMeta = Type.Object({
   not_found: NotFoundIds,
 })
 
-/** Bulk history takes the spec's three ranges; `all` is not one of them. */
-export const BULK_HISTORY_RANGES = HISTORY_RANGES.filter((range) => range !== 'all') as ['month', 'quarter', 'year']
-
+// The spec lists month, quarter and year; `all` and `printing` are accepted too, as one card's
+// history takes them, because the public service's clients send them (DESIGN decision 14).
 export const BulkHistoryQuery = QueryParams({
   ids: idsParam(MAX_BULK_HISTORY_IDS),
-  range: Type.Optional(LiteralUnion(BULK_HISTORY_RANGES, { default: 'month', description: 'month = 30 days, quarter = 90, year = 365' })),
+  range: Type.Optional(
+    LiteralUnion(HISTORY_RANGES, {
+      default: 'month',
+      description:
+        'month = 30 days, quarter = 90, year = 365, all = everything; then clipped to the tier window as for one card\'s history',
+    }),
+  ),
+  printing: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 100,
+      description:
+        'Only this printing (exact match). Cards without it get an empty list; 400 when none of the cards found has it',
+    }),
+  ),
 })
 
 export const BulkHistoryMeta = Type.Object({
@@ -92,7 +105,9 @@ export const CandidateCard = Type.Object({
   id: Id,
   name: Type.String(),
   set_name: Type.String(),
+  set_slug: Type.String(),
   game_name: Type.String(),
+  game_slug: Type.String(),
   score: Type.Number({ minimum: 0, maximum: 1 }),
 })
 

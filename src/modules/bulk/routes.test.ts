@@ -6,6 +6,7 @@ import { accountWithKey } from '../../../test/helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
 import { TEST_NOW } from '../../../test/helpers/env'
 import { startServer } from '../../../test/helpers/server'
+import { createLogger } from '../../shared/logger'
 import type { Tier } from '../auth/tiers'
 import { EXPORT_COLUMNS, exportSet } from './service'
 
@@ -84,11 +85,60 @@ describe('GET /v1/bulk/history', () => {
     }
   })
 
-  test('range defaults to month; all, 51 ids and Pro keys are refused', async () => {
+  test('range=all is the full history the tier allows, as for one card', async () => {
+    // The seed reaches back a year; a point from March 2025 (where the data starts) is older than any `year` window.
+    const [card] = await rows<{ id: number }>(sql`select card_id as id from price_history group by card_id order by card_id limit 1`)
+    await db.execute(sql`
+      insert into price_history (card_id, printing, date, market_price, low_price)
+      select card_id, printing, ${'2025-03-02'}, 1.5, 1.25 from price_history where card_id = ${card!.id} group by card_id, printing`)
+    const { status, body } = await get(`/v1/bulk/history?ids=${card!.id}&range=all`, keys.business)
+    expect(status).toBe(200)
+    const single = await get(`/v1/cards/${card!.id}/history?range=all`, keys.business)
+    expect(body.data[card!.id]).toEqual(single.body.data)
+    expect(body.meta).toMatchObject({ range: 'all', days: null, from: null, clipped_to_tier: false, tier_history_days: null })
+    // Older than a year: `all` really reaches past `year`.
+    const year = await get(`/v1/bulk/history?ids=${card!.id}&range=year`, keys.business)
+    expect(body.data[card!.id].length).toBeGreaterThan(year.body.data[card!.id].length)
+    expect(body.data[card!.id][0].date < year.body.meta.from).toBe(true)
+  })
+
+  test('printing is an exact filter: cards without it get an empty list; a printing none of them has is 400', async () => {
+    // One card with Holofoil points and one (of a game without Holofoil) with points of other printings only.
+    const [holo] = await rows<{ id: number }>(sql`select card_id as id from price_history where printing = 'Holofoil' group by card_id order by card_id limit 1`)
+    const [other] = await rows<{ id: number }>(sql`
+      select h.card_id as id from price_history h
+      where not exists (select 1 from card_prices cp where cp.card_id = h.card_id and cp.printing = 'Holofoil')
+      group by h.card_id order by h.card_id limit 1`)
+    const path = `/v1/bulk/history?ids=${holo!.id},${other!.id},${unknownId}&range=year&printing=Holofoil`
+    const { status, body } = await get(path, keys.business)
+    expect(status).toBe(200)
+    const single = await get(`/v1/cards/${holo!.id}/history?range=year&printing=Holofoil`, keys.business)
+    expect(single.body.data.length).toBeGreaterThan(0)
+    expect(body.data[holo!.id]).toEqual(single.body.data)
+    expect(body.data[other!.id]).toEqual([])
+    expect(body.meta).toMatchObject({ found: 2, not_found: [unknownId], count: single.body.data.length })
+    // Without the filter the same card has other printings' points too.
+    const unfiltered = await get(`/v1/bulk/history?ids=${holo!.id}&range=year`, keys.business)
+    expect(unfiltered.body.data[holo!.id].length).toBeGreaterThan(single.body.data.length)
+
+    const [printings] = await rows<{ list: string }>(sql`
+      select string_agg(distinct printing, ', ' order by printing) as list from card_prices where card_id = ${other!.id}`)
+    const typo = await get(`/v1/bulk/history?ids=${other!.id},${bare!.id}&printing=Holofoil`, keys.business)
+    expect(typo.status).toBe(400)
+    expect(typo.body.error.code).toBe('INVALID_PARAMETER')
+    expect(typo.body.error.details).toEqual([{ field: 'printing', message: `must be a printing of one of these cards: ${printings!.list}` }])
+    // Only ids that name no card: nothing to check the printing against, every id is not found.
+    const none = await get(`/v1/bulk/history?ids=${unknownId}&printing=Holofoil`, keys.business)
+    expect(none.status).toBe(200)
+    expect(none.body).toMatchObject({ data: {}, meta: { found: 0, not_found: [unknownId], count: 0 } })
+    expect((await get(`/v1/bulk/history?ids=${holo!.id}&printing=`, keys.business)).status).toBe(400)
+  })
+
+  test('range defaults to month; an unknown range, 51 ids and Pro keys are refused', async () => {
     expect((await get(`/v1/bulk/history?ids=${cardIds[0]}`, keys.business)).body.meta).toMatchObject({ range: 'month', days: 30 })
-    const all = await get(`/v1/bulk/history?ids=${cardIds[0]}&range=all`, keys.business)
-    expect(all.status).toBe(400)
-    expect(all.body.error.details).toEqual([{ field: 'range', message: 'must be one of: month, quarter, year' }])
+    const decade = await get(`/v1/bulk/history?ids=${cardIds[0]}&range=decade`, keys.business)
+    expect(decade.status).toBe(400)
+    expect(decade.body.error.details).toEqual([{ field: 'range', message: 'must be one of: month, quarter, year, all' }])
     expect((await get(`/v1/bulk/history?ids=${cardIds.slice(0, 51).join(',')}`, keys.business)).status).toBe(400)
     expect((await get(`/v1/bulk/history?ids=${cardIds.slice(0, 50).join(',')}`, keys.business)).status).toBe(200)
     const refused = await get(`/v1/bulk/history?ids=${cardIds[0]}`, keys.pro)
@@ -110,7 +160,7 @@ describe('GET /v1/export/set/:id', async () => {
   test('JSON: the set price rows, as an attachment, with a count and rate_limit', async () => {
     const response = await download('')
     expect(response.status).toBe(200)
-    expect(response.headers.get('content-type')).toBe('application/json')
+    expect(response.headers.get('content-type')).toBe('application/json;charset=utf-8')
     expect(response.headers.get('content-disposition')).toBe(`attachment; filename="${set!.game_slug}-${set!.slug}-prices-2026-11-20.json"`)
     const body = (await response.json()) as any
     const prices = await get(`/v1/sets/${set!.id}/prices`, keys.business)
@@ -143,6 +193,50 @@ describe('GET /v1/export/set/:id', async () => {
         if (format === 'json') expect(JSON.parse(text).data).toEqual(whole)
         else expect(parse(text, { columns: true })).toHaveLength(whole.length)
       }
+    }
+  })
+
+  test('HEAD answers GET\'s status and headers with no body, charges 1 like GET and logs nothing', async () => {
+    const logged: string[] = []
+    const watched = startServer({ db, redis: undefined, logger: createLogger('warn', { write: (line: string) => void logged.push(line) }) })
+    const key = await keyOf('business')
+    for (const format of ['', '?format=csv']) {
+      const send = (method: string) => watched.get(`/v1/export/set/${set!.id}${format}`, { method, headers: { 'x-api-key': key } })
+      const head = await send('HEAD')
+      expect(head.status).toBe(200)
+      expect(await head.text()).toBe('')
+      const get = await send('GET')
+      expect((await get.text()).length).toBeGreaterThan(0)
+      const described = (response: Response) => {
+        const headers = Object.fromEntries(response.headers)
+        delete headers.date
+        return { ...headers, 'x-ratelimit-remaining': Number(headers['x-ratelimit-remaining']) }
+      }
+      expect(described(head)).toEqual({ ...described(get), 'x-ratelimit-remaining': described(get)['x-ratelimit-remaining'] + 1 })
+      expect(head.headers.get('content-length')).toBeNull() // a streamed GET has no length either
+    }
+    const missing = await watched.get('/v1/export/set/999999', { method: 'HEAD', headers: { 'x-api-key': key } })
+    expect(missing.status).toBe(404)
+    expect(await missing.text()).toBe('')
+    // A HEAD that started the export would fail writing its first batch a moment later.
+    await Bun.sleep(300)
+    expect(logged).toEqual([])
+  })
+
+  test('a client that hangs up mid-export stops it quietly: no failure is reported', async () => {
+    const failures: unknown[] = []
+    // A batch per card keeps the export going long enough to hang up in the middle.
+    const exported = await exportSet(db, { setId: set!.id, format: 'json', now: TEST_NOW, rateLimit: null, onError: (error) => failures.push(error), batchCards: 1 })
+    const served = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response(exported.stream) })
+    try {
+      const hangUp = new AbortController()
+      const response = await fetch(`http://127.0.0.1:${served.port}/`, { signal: hangUp.signal })
+      await response.body!.getReader().read()
+      hangUp.abort()
+      await Bun.sleep(300)
+      expect(failures).toEqual([])
+    } finally {
+      served.stop(true)
     }
   })
 
@@ -195,6 +289,56 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
     expect(refused.body.error.message).toContain('Starter')
   })
 
+  test('JSON that does not parse: the key and tier are checked first, then a 400 that costs 1', async () => {
+    const send = (path: string, key?: string) =>
+      server.get(path, { method: 'POST', headers: { 'content-type': 'application/json', ...(key && { 'x-api-key': key }) }, body: '{"ids": [1,' })
+    const hobby = await keyOf('hobby')
+    for (const path of ['/v1/bulk/resolve/marketplace', '/v1/bulk/resolve/name']) {
+      const keyless = await send(path)
+      expect([keyless.status, ((await keyless.json()) as any).error.code]).toEqual([401, 'API_KEY_REQUIRED'])
+      const unknown = await send(path, 'tcg_live_00000000000000000000000000000000')
+      expect([unknown.status, ((await unknown.json()) as any).error.code]).toEqual([401, 'INVALID_API_KEY'])
+      const low = await send(path, hobby)
+      expect([low.status, ((await low.json()) as any).error.code]).toEqual([403, 'TIER_REQUIRED'])
+
+      const key = await keyOf('starter')
+      const refused = await send(path, key)
+      const body = (await refused.json()) as any
+      expect(refused.status).toBe(400)
+      expect(body.error).toEqual({ code: 'INVALID_PARAMETER', message: 'The request body could not be parsed', details: [{ field: 'body', message: 'is not valid JSON' }] })
+      expect(body.rate_limit).toMatchObject({ daily_limit: 2_500, daily_remaining: 2_499 })
+      expect(refused.headers.get('x-ratelimit-remaining')).toBe('2499')
+      expect(refused.headers.get('x-ratelimit-limit')).toBe('2500')
+      expect((await get('/v1/usage', key)).body.data.account.today_requests).toBe(1)
+    }
+    // The hobby key was refused for its tier, which costs nothing.
+    expect((await get('/v1/usage', hobby)).body.data.account.today_requests).toBe(0)
+  })
+
+  test('no body, or one that is not JSON: a 400 after the key, costing 1; OpenAPI lists JSON bodies', async () => {
+    const key = await keyOf('starter')
+    // Other media types are read as text, which has no `ids`.
+    const noIds = { field: 'ids', message: 'is required' }
+    const cases: [RequestInit, { field: string; message: string }][] = [
+      [{}, { field: 'body', message: 'must be a JSON object' }],
+      [{ body: 'ids=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, noIds],
+      [{ body: '{"ids":[1]}', headers: { 'content-type': 'text/plain' } }, noIds],
+    ]
+    for (const [i, [init, detail]] of cases.entries()) {
+      const response = await server.get('/v1/bulk/resolve/marketplace', { method: 'POST', ...init, headers: { ...(init.headers as object), 'x-api-key': key } })
+      const body = (await response.json()) as any
+      expect({ status: response.status, error: body.error }).toEqual({
+        status: 400,
+        error: { code: 'INVALID_PARAMETER', message: `Invalid body: '${detail.field}' ${detail.message}`, details: [detail] },
+      })
+      expect(body.rate_limit.daily_remaining).toBe(2_500 - i - 1)
+    }
+    const doc = (await server.json('/openapi.json')).body
+    for (const path of ['/v1/bulk/resolve/marketplace', '/v1/bulk/resolve/name']) {
+      expect(Object.keys(doc.paths[path].post.requestBody.content)).toEqual(['application/json'])
+    }
+  })
+
   test('not enough quota left for the credits: 429 naming them, and nothing is taken', async () => {
     const key = await keyOf('starter') // 2,500 a day, 1 credit per item
     const hundred = Array.from({ length: 100 }, (_, i) => known[i % known.length]!.marketplace_id)
@@ -215,8 +359,8 @@ describe('POST /v1/bulk/resolve/name', async () => {
   // A name only one card has; a name several games share (a reprint) but one game has once.
   const [unique] = await rows<{ id: number; name: string }>(sql`
     select min(id) as id, min(name) as name from cards group by clean_name having count(*) = 1 and min(length(name)) > 12 order by min(id) limit 1`)
-  const [shared] = await rows<{ name: string; slug: string; id: number }>(sql`
-    select c.name, g.slug, c.id from cards c join games g on g.id = c.game_id
+  const [shared] = await rows<{ name: string; slug: string; set_slug: string; id: number }>(sql`
+    select c.name, g.slug, s.slug as set_slug, c.id from cards c join games g on g.id = c.game_id join sets s on s.id = c.set_id
     where (select count(*) from cards o where o.clean_name = c.clean_name) > 1
       and (select count(*) from cards o where o.clean_name = c.clean_name and o.game_id = c.game_id) = 1
     order by c.id limit 1`)
@@ -238,6 +382,8 @@ describe('POST /v1/bulk/resolve/name', async () => {
     for (const [i, item] of body.data.ambiguous.entries()) {
       expect(item.candidates.length).toBeGreaterThan(1)
       expect(item.candidates.map((c: { id: number }) => c.id)).toContain(shared!.id)
+      // A candidate names its set and game by name and by slug, as a card does.
+      expect(item.candidates.find((c: { id: number }) => c.id === shared!.id)).toMatchObject({ game_slug: shared!.slug, set_slug: shared!.set_slug })
       expect(item.candidates[1].score).toBe(item.candidates[0].score)
       if (i === 0) for (const c of item.candidates) expect(c.score).toBe(1)
       else expect(item.candidates[0].score).toBeLessThan(1)

@@ -6,7 +6,7 @@ import { authGuard, KEY_GUARD_ERRORS, rateLimitOf, withRateLimit } from '../auth
 import type { AuthRuntime } from '../auth/runtime'
 import { IdParams, PriceRow } from '../catalog/model'
 import { HistoryRow } from '../history/model'
-import { msgpackWhenAsked } from '../prices/respond'
+import { ALSO_MSGPACK, msgpackWhenAsked } from '../prices/respond'
 import {
   AmbiguousName,
   BulkCardsMeta,
@@ -24,7 +24,7 @@ import {
   ResolveMeta,
   ResolveNameBody,
 } from './model'
-import { bulkCards, bulkHistory, EXPORT_COLUMNS, exportSet, resolveCost, resolveMarketplaceIds, resolveNames } from './service'
+import { bulkCards, bulkHistory, describeExport, EXPORT_COLUMNS, exportSet, resolveCost, resolveMarketplaceIds, resolveNames } from './service'
 
 const MSGPACK_NOTE = ' `Accept: application/msgpack` returns the same body msgpack-encoded.'
 
@@ -49,13 +49,15 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
       },
       detail: {
         tags: ['Bulk'],
+        ...ALSO_MSGPACK,
         summary: `Full cards with their prices, up to ${MAX_BULK_CARD_IDS} (Pro and Business)`,
         description: 'One full Card with `prices` per distinct id, in the order asked; ids that name no card are in `meta.not_found`.' + MSGPACK_NOTE,
       },
     })
     .get(
       '/v1/bulk/history',
-      ({ query, apiKey }) => bulkHistory(auth.db, { rawIds: query.ids, range: query.range ?? 'month', policy: apiKey.policy, now: apiKey.now }),
+      ({ query, apiKey }) =>
+        bulkHistory(auth.db, { rawIds: query.ids, range: query.range ?? 'month', printing: query.printing, policy: apiKey.policy, now: apiKey.now }),
       {
         apiKey: { needs: 'bulk_history' },
         query: BulkHistoryQuery,
@@ -73,10 +75,13 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         },
         detail: {
           tags: ['Bulk'],
+          ...ALSO_MSGPACK,
           summary: `Price history of up to ${MAX_BULK_HISTORY_IDS} cards (Business)`,
           description:
-            '`range` month (30 days, default), quarter (90) or year (365), today included, clipped to the tier window as for one ' +
-            "card's history. Every known id is a key (an empty list when it has no points in the window); the others are in `meta.not_found`." +
+            '`range` month (30 days, default), quarter (90), year (365) or all, today included, clipped to the tier window as for one ' +
+            "card's history. `printing` (exact) keeps that printing's points only: cards without it get an empty list, and it is a 400 " +
+            'when none of the cards found has it. Every known id is a key (an empty list when it has no points in the window); the ' +
+            'others are in `meta.not_found`.' +
             MSGPACK_NOTE,
         },
       },
@@ -85,6 +90,18 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
       '/v1/export/set/:id',
       async ({ params, query, apiKey, request }) => {
         const format = query.format ?? 'json'
+        if (request.method === 'HEAD') {
+          // GET's status and headers without reading a row. A streamed GET answer is chunked with
+          // no length; said explicitly, or Bun would announce an empty body (Content-Length: 0).
+          const described = await describeExport(auth.db, { setId: params.id, format, now: apiKey.now })
+          return new Response(null, {
+            headers: {
+              'content-type': described.contentType,
+              'content-disposition': `attachment; filename="${described.filename}"`,
+              'transfer-encoding': 'chunked',
+            },
+          })
+        }
         const exported = await exportSet(auth.db, {
           setId: params.id,
           format,
@@ -108,9 +125,10 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         },
         detail: {
           tags: ['Bulk'],
+          'x-also-as': { 'text/csv': 'With `format=csv`: RFC 4180 text, a header row first' },
           summary: "Download every card and printing price of a set (Business)",
           description:
-            'One price row per card × printing, in card number order, streamed as it is read. `format=json` (default): ' +
+            'One price row per card × printing, in card number order, streamed as it is read: the whole set in one answer (no paging). `format=json` (default): ' +
             '`{ data, meta, rate_limit }`. `format=csv`: RFC 4180, a header row of ' +
             `${EXPORT_COLUMNS.join(', ')}, empty fields for nulls. Both come as an attachment named ` +
             '`<game>-<set>-prices-<date>.<format>`.',
@@ -138,6 +156,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         },
         detail: {
           tags: ['Bulk'],
+          ...ALSO_MSGPACK,
           summary: 'Resolve marketplace product ids to cards (Starter and up)',
           description: `Body \`{ ids: [...] }\`. Each id that names a card comes back with the full card and its prices. ${RESOLVE_LIMITS}${MSGPACK_NOTE}`,
         },
@@ -166,6 +185,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         },
         detail: {
           tags: ['Bulk'],
+          ...ALSO_MSGPACK,
           summary: 'Resolve card names to cards (Starter and up)',
           description:
             'Body `{ names: [...], game? }`. A name equal to exactly one card name once case, accents and punctuation are set ' +

@@ -1,13 +1,14 @@
 import { stringify } from 'csv-stringify/sync'
 import type { Database } from '../../db/client'
-import { AppError, notFound } from '../../shared/errors'
+import { AppError, invalidQuery, notFound } from '../../shared/errors'
+import { JSON_CONTENT_TYPE } from '../../shared/http'
 import { parseIdList } from '../../shared/id-list'
 import { cleanName } from '../../shared/text'
 import { resolveCredits, type Tier, TIER_POLICY, type TierPolicy } from '../auth/tiers'
 import type { Price } from '../catalog/model'
 import * as catalogRepo from '../catalog/repo'
 import { toCard, toPrice, toPriceRow } from '../catalog/service'
-import type { HistoryRow } from '../history/model'
+import type { HistoryRange, HistoryRow } from '../history/model'
 import * as historyRepo from '../history/repo'
 import { historyWindow, windowMeta } from '../history/service'
 import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS } from './model'
@@ -42,21 +43,33 @@ export async function bulkCards(db: Database, rawIds: string) {
 
 /**
  * The history of up to 50 cards in one window (the range clipped to the tier's window, as for one
- * card), as an object keyed by card id. Two statements run together: which ids are cards, and
- * every point of those cards in the window.
+ * card), as an object keyed by card id, optionally of one printing. Two statements run together:
+ * which ids are cards, and every point of those cards in the window.
+ *
+ * A printing some of the cards lack just filters (those cards get an empty list). When no point
+ * came back, a third statement checks that at least one of the cards has the printing: if none
+ * has, it is a 400 listing theirs, as one card's history answers, so a misspelt printing is not
+ * mistaken for "no history".
  */
 export async function bulkHistory(
   db: Database,
-  request: { rawIds: string; range: 'month' | 'quarter' | 'year'; policy: Pick<TierPolicy, 'historyDays'>; now: Date },
+  request: { rawIds: string; range: HistoryRange; printing?: string; policy: Pick<TierPolicy, 'historyDays'>; now: Date },
 ) {
   const ids = parseIdList(request.rawIds, MAX_BULK_HISTORY_IDS)
   const window = historyWindow(request.range, request.policy, request.now)
   const [known, rows] = await Promise.all([
     catalogRepo.findCardsBy(db, 'id', ids),
-    historyRepo.findHistoryOfCards(db, ids, { from: window.from ?? undefined, to: window.to }),
+    historyRepo.findHistoryOfCards(db, ids, { from: window.from ?? undefined, to: window.to, printing: request.printing }),
   ])
-  const data: Record<string, HistoryRow[]> = {}
   const found = new Set(known.map((card) => card.id))
+  if (request.printing !== undefined && rows.length === 0 && found.size > 0) {
+    const printings = await historyRepo.findPrintingsOfCards(db, [...found])
+    if (!printings.includes(request.printing)) {
+      const expected = printings.length > 0 ? `must be a printing of one of these cards: ${printings.join(', ')}` : 'these cards have no printings yet'
+      throw invalidQuery(`'printing' ${expected} (got '${request.printing}')`, [{ field: 'printing', message: expected }])
+    }
+  }
+  const data: Record<string, HistoryRow[]> = {}
   for (const id of ids) if (found.has(id)) data[id] = []
   for (const { card_id, ...row } of rows) data[card_id]!.push(row)
   return {
@@ -95,6 +108,15 @@ export const EXPORT_COLUMNS = [
 /** Cards per statement while exporting: memory stays bounded whatever the size of the set. */
 export const EXPORT_BATCH_CARDS = 250
 
+/** A set export's file name and media type, without reading its rows (HEAD); 404 for an unknown set. */
+export async function describeExport(db: Database, request: { setId: number; format: 'json' | 'csv'; now: Date }) {
+  const set = await catalogRepo.findSet(db, request.setId)
+  if (!set) throw notFound(`Set ${request.setId}`)
+  const date = request.now.toISOString().slice(0, 10)
+  const filename = `${set.gameSlug}-${set.slug}-prices-${date}.${request.format}`
+  return { set, filename, contentType: request.format === 'csv' ? 'text/csv; charset=utf-8' : JSON_CONTENT_TYPE }
+}
+
 /**
  * Every price row of a set, streamed: the set's card ids first (one statement), then their price
  * rows a batch of cards at a time, each batch written out before the next is read. JSON is
@@ -105,20 +127,21 @@ export async function exportSet(
   db: Database,
   request: { setId: number; format: 'json' | 'csv'; now: Date; rateLimit: unknown; onError: (error: unknown) => void; batchCards?: number },
 ) {
-  const set = await catalogRepo.findSet(db, request.setId)
-  if (!set) throw notFound(`Set ${request.setId}`)
+  const { set, filename, contentType } = await describeExport(db, request)
   const cardIds = await catalogRepo.findSetCardIds(db, set.id)
-  const date = request.now.toISOString().slice(0, 10)
-  const filename = `${set.gameSlug}-${set.slug}-prices-${date}.${request.format}`
   const encoder = new TextEncoder()
   const batchCards = request.batchCards ?? EXPORT_BATCH_CARDS
   let batch = 0
   let count = 0
+  // Set when the reader goes away (a client that hangs up): a batch still being read is dropped,
+  // neither written to the closed stream nor reported as a failure.
+  let cancelled = false
   const stream = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
         const start = batch * batchCards
         const rows = start < cardIds.length ? (await catalogRepo.findPriceRowsOfCards(db, cardIds.slice(start, start + batchCards))).map(toPriceRow) : []
+        if (cancelled) return
         const first = batch === 0
         const last = start + batchCards >= cardIds.length
         batch++
@@ -137,12 +160,16 @@ export async function exportSet(
         if (text.length > 0) controller.enqueue(encoder.encode(text))
         if (last) controller.close()
       } catch (error) {
+        if (cancelled) return
         request.onError(error)
         controller.error(error)
       }
     },
+    cancel() {
+      cancelled = true
+    },
   })
-  return { filename, stream, contentType: request.format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json' }
+  return { filename, stream, contentType }
 }
 
 /** The item limit and credits of a resolve on this tier: 400 over the limit. */
@@ -228,7 +255,7 @@ export async function resolveNames(db: Database, request: { names: string[]; gam
 
   const candidate = (cardId: number, score: number) => {
     const row = known.get(cardId)!
-    return { id: row.id, name: row.name, set_name: row.setName, game_name: row.gameName, score }
+    return { id: row.id, name: row.name, set_name: row.setName, set_slug: row.setSlug, game_name: row.gameName, game_slug: row.gameSlug, score }
   }
   const resolved = []
   const ambiguous = []

@@ -54,8 +54,28 @@ describe('GET /v1/sets', () => {
     expect(past.body).toMatchObject({ data: [], meta: { total: pokemon!.set_count, has_more: false } })
   })
 
+  test('per_page above 100 is served as 100 (200 and 101 alike); 0 and 1.5 are 400', async () => {
+    const hundred = await get('/v1/sets?per_page=100')
+    for (const perPage of ['200', '101']) {
+      const { status, body } = await get(`/v1/sets?per_page=${perPage}`)
+      expect(status).toBe(200)
+      expect(body.meta).toEqual(hundred.body.meta)
+      expect(body.data).toEqual(hundred.body.data)
+    }
+    expect(hundred.body.data).toHaveLength(Math.min(100, setTotal!.n))
+    const paged = await get(`/v1/sets/${someSet!.id}/cards?per_page=200`)
+    expect(paged.status).toBe(200)
+    expect(paged.body.meta.per_page).toBe(100)
+    for (const perPage of ['0', '1.5']) {
+      for (const path of ['/v1/sets', `/v1/sets/${someSet!.id}/cards`]) {
+        const { status, body } = await get(`${path}?per_page=${perPage}`)
+        expect({ path, perPage, status, field: body.error?.details?.[0]?.field }).toEqual({ path, perPage, status: 400, field: 'per_page' })
+      }
+    }
+  })
+
   test('refuses bad paging and a missing key', async () => {
-    expect((await get('/v1/sets?per_page=101')).body.error.code).toBe('INVALID_PARAMETER')
+    expect((await get('/v1/sets?per_page=0')).body.error.code).toBe('INVALID_PARAMETER')
     expect((await get('/v1/sets?page=0')).status).toBe(400)
     expect((await server.get('/v1/sets')).status).toBe(401)
   })
@@ -84,8 +104,12 @@ describe('GET /v1/sets/:id/cards', () => {
     expect(status).toBe(200)
     expect(body.meta.total).toBe(someSet!.card_count)
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['foil_only', 'game_name', 'id', 'image_url', 'low_price', 'lowest_with_shipping', 'market_price', 'marketplace_id', 'median_price', 'name', 'number', 'clean_name', 'price_updated_at', 'printing', 'product_type', 'rarity', 'set_name', 'total_listings'].sort(),
+      ['foil_only', 'game_name', 'game_slug', 'id', 'image_url', 'low_price', 'lowest_with_shipping', 'market_price', 'marketplace_id', 'median_price', 'name', 'number', 'clean_name', 'price_updated_at', 'printing', 'product_type', 'rarity', 'set_name', 'set_slug', 'total_listings'].sort(),
     )
+    const [slugs] = await rows<{ set_slug: string; game_slug: string }>(
+      sql`select s.slug as set_slug, g.slug as game_slug from sets s join games g on g.id = s.game_id where s.id = ${someSet!.id}`,
+    )
+    for (const card of body.data) expect(card).toMatchObject(slugs!)
     const expected = await rows<{ id: number; printing: string | null; market_price: number | null }>(sql`
       select c.id, p.printing, p.market_price from cards c join games g on g.id = c.game_id
       left join lateral (
@@ -177,9 +201,13 @@ describe('GET /v1/cards/:id', () => {
     const { status, body } = await get(`/v1/cards/${withHp!.id}`)
     expect(status).toBe(200)
     expect(Object.keys(body.data).sort()).toEqual(
-      ['clean_name', 'custom_attributes', 'foil_only', 'game_id', 'game_name', 'hp', 'id', 'image_url', 'marketplace_id', 'marketplace_url', 'name', 'number', 'product_status_id', 'product_type', 'rarity', 'set_id', 'set_name', 'shipping_category_id', 'total_listings'].sort(),
+      ['clean_name', 'custom_attributes', 'foil_only', 'game_id', 'game_name', 'game_slug', 'hp', 'id', 'image_url', 'marketplace_id', 'marketplace_url', 'name', 'number', 'product_status_id', 'product_type', 'rarity', 'set_id', 'set_name', 'set_slug', 'shipping_category_id', 'total_listings'].sort(),
     )
     expect(body.data.id).toBe(withHp!.id)
+    const [names] = await rows<{ set_name: string; set_slug: string; game_name: string; game_slug: string }>(sql`
+      select s.name as set_name, s.slug as set_slug, g.name as game_name, g.slug as game_slug
+      from cards c join sets s on s.id = c.set_id join games g on g.id = c.game_id where c.id = ${withHp!.id}`)
+    expect(body.data).toMatchObject(names!)
     const without = await get(`/v1/cards/${withoutHp!.id}`)
     expect('hp' in without.body.data).toBe(false)
     expect((await get('/v1/cards/99999999')).status).toBe(404)
@@ -221,18 +249,28 @@ describe('GET /v1/cards/:id/prices', () => {
 })
 
 describe('GET /v1/cards/marketplace/:marketplaceId', () => {
-  test('id, name, foil_only and prices without card_id and the 7d/30d changes', async () => {
+  test('every field of the card by id, and prices without card_id and the 7d/30d changes', async () => {
     const [card] = await rows<{ id: number; marketplace_id: number; name: string }>(
       sql`select id, marketplace_id, name from cards where id = ${multiPrinting!.card_id}`,
     )
     const { status, body } = await get(`/v1/cards/marketplace/${card!.marketplace_id}`)
     expect(status).toBe(200)
-    expect(body.data).toMatchObject({ id: card!.id, name: card!.name })
-    expect(body.data.prices).toHaveLength(multiPrinting!.n)
-    for (const price of body.data.prices) {
+    const { prices, ...rest } = body.data
+    expect(rest).toEqual((await get(`/v1/cards/${card!.id}`)).body.data)
+    expect(rest).toMatchObject({ id: card!.id, name: card!.name, foil_only: expect.any(Number) })
+    expect(prices).toHaveLength(multiPrinting!.n)
+    const byId = (await get(`/v1/cards/${card!.id}/prices`)).body.data
+    expect(prices).toEqual(byId.map(({ card_id: _id, price_change_7d: _7d, price_change_30d: _30d, ...price }: any) => price))
+    for (const price of prices) {
       expect(Object.keys(price).some((k) => ['card_id', 'price_change_7d', 'price_change_30d'].includes(k))).toBe(false)
       expect(typeof price.price_change_24h === 'number' || price.price_change_24h === null).toBe(true)
     }
+    // A card with no prices yet is still the whole card, with an empty list.
+    const [bare] = await rows<{ id: number; marketplace_id: number }>(
+      sql`select id, marketplace_id from cards c where not exists (select 1 from card_prices cp where cp.card_id = c.id) order by id limit 1`,
+    )
+    const unpriced = await get(`/v1/cards/marketplace/${bare!.marketplace_id}`)
+    expect(unpriced.body.data).toEqual({ ...(await get(`/v1/cards/${bare!.id}`)).body.data, prices: [] })
     expect((await get('/v1/cards/marketplace/99999999')).status).toBe(404)
     expect((await get('/v1/cards/marketplace/x')).status).toBe(400)
   })

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, QueryInt, Timestamp } from '../../shared/model'
+import { Id, LiteralUnion, PathParams, QueryInt, Timestamp } from '../../shared/model'
 
 export const Game = Type.Object(
   {
@@ -26,8 +26,13 @@ export const SetSummary = Type.Object({
 })
 export type SetSummary = Static<typeof SetSummary>
 
-export const GameSlugParams = Type.Object({
-  slug: Type.String({ minLength: 1, maxLength: 100, description: 'Game slug' }),
+export const GameSlugParams = PathParams({
+  slug: Type.String({
+    minLength: 1,
+    maxLength: 100,
+    description: "Game slug, or the game's numeric id: a value of digits only is always read as the id",
+    examples: ['pokemon', '3'],
+  }),
 })
 
 const Money = Type.Number({ description: 'USD' })
@@ -67,8 +72,10 @@ export const Card = Type.Object({
   }),
   set_id: Id,
   set_name: Type.String(),
+  set_slug: Type.String({ description: "The set's slug (beyond the spec's Card, for building links)" }),
   game_id: Id,
   game_name: Type.String(),
+  game_slug: Type.String({ description: "The game's slug, as in `/v1/games/:slug` and the `game` filters (beyond the spec's Card)" }),
 })
 export type Card = Static<typeof Card>
 
@@ -95,12 +102,15 @@ export type Price = Static<typeof Price>
 export const MarketplacePrice = Type.Omit(Price, ['card_id', 'price_change_7d', 'price_change_30d'])
 export type MarketplacePrice = Static<typeof MarketplacePrice>
 
-export const MarketplaceCard = Type.Object({
-  id: Id,
-  name: Type.String(),
-  foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
-  prices: Type.Array(MarketplacePrice),
-})
+/** The spec names id, name, foil_only and prices; the public service's clients read the rest of the Card too (DESIGN decision 14). */
+export const MarketplaceCard = Type.Object(
+  {
+    ...Card.properties,
+    prices: Type.Array(MarketplacePrice, { description: 'One per printing, primary printing first; without card_id, price_change_7d and price_change_30d' }),
+  },
+  { description: 'Every field of the Card, with its prices' },
+)
+export type MarketplaceCard = Static<typeof MarketplaceCard>
 
 /** DESIGN decision 12: one row per card × printing (set prices, JSON export). */
 export const PriceRow = Type.Object({
@@ -127,7 +137,9 @@ export const CardWithPrice = Type.Object({
   total_listings: Type.Integer({ minimum: 0 }),
   image_url: Type.String({ format: 'uri' }),
   game_name: Type.String(),
+  game_slug: Type.String(),
   set_name: Type.String(),
+  set_slug: Type.String(),
   printing: Type.Union([Type.String(), Type.Null()], { description: 'The primary printing (Normal when it has one); null: no prices yet' }),
   market_price: NullableMoney,
   low_price: NullableMoney,
@@ -137,8 +149,8 @@ export const CardWithPrice = Type.Object({
 })
 export type CardWithPrice = Static<typeof CardWithPrice>
 
-export const IdParams = Type.Object({ id: QueryInt({ minimum: 1, maximum: 2147483647, description: 'Positive integer id' }) })
-export const MarketplaceIdParams = Type.Object({
+export const IdParams = PathParams({ id: QueryInt({ minimum: 1, maximum: 2147483647, description: 'Positive integer id' }) })
+export const MarketplaceIdParams = PathParams({
   marketplaceId: QueryInt({ minimum: 1, maximum: 2147483647, description: "The marketplace's product id" }),
 })
 

@@ -29,31 +29,40 @@ export async function findGamesPage(db: Executor, page: Page): Promise<{ rows: G
 }
 
 export async function findGameBySlug(db: Executor, slug: string): Promise<GameRecord | undefined> {
-  const [row] = await db.select().from(games).where(eq(games.slug, slug)).limit(1)
+  return findGame(db, { slug })
+}
+
+/** A game named by its slug or by its id. */
+export type GameRef = { slug: string } | { id: number }
+
+const gameIs = (game: GameRef) => ('id' in game ? eq(games.id, game.id) : eq(games.slug, game.slug))
+
+export async function findGame(db: Executor, game: GameRef): Promise<GameRecord | undefined> {
+  const [row] = await db.select().from(games).where(gameIs(game)).limit(1)
   return row
 }
 
 /**
- * A page of the game's sets, newest release first (id breaks ties), with the game's set_count as
- * the total (the sync keeps it in the same transaction as the sets). `undefined` when no game has
- * the slug.
+ * A page of the game's sets with the game's id, name and slug, newest release first (id breaks
+ * ties), with the game's set_count as the total (the sync keeps it in the same transaction as the
+ * sets). `undefined` when no such game exists.
  */
-export async function findSetsPageByGameSlug(
+export async function findSetsPageOfGame(
   db: Executor,
-  slug: string,
+  game: GameRef,
   page: Page,
-): Promise<{ rows: SetRecord[]; total: number } | undefined> {
+): Promise<{ rows: SetDetailRecord[]; total: number } | undefined> {
   const rows = await db
-    .select({ ...getTableColumns(sets), total: games.setCount })
+    .select({ ...setDetailColumns, total: games.setCount })
     .from(sets)
     .innerJoin(games, eq(games.id, sets.gameId))
-    .where(eq(games.slug, slug))
+    .where(gameIs(game))
     .orderBy(desc(sets.releaseDate), asc(sets.id))
     .limit(page.perPage)
     .offset(offsetOf(page))
   if (rows.length > 0) return { rows, total: rows[0]!.total }
-  const game = await findGameBySlug(db, slug)
-  return game && { rows: [], total: game.setCount }
+  const found = await findGame(db, game)
+  return found && { rows: [], total: found.setCount }
 }
 
 /** A set with its game's id, name and slug. */
@@ -130,7 +139,9 @@ export function cardWithPriceColumns(primary: ReturnType<typeof primaryPrice>) {
     totalListings: cards.totalListings,
     imageUrl: cards.imageUrl,
     gameName: games.name,
+    gameSlug: games.slug,
     setName: sets.name,
+    setSlug: sets.slug,
     printing: primary.printing,
     marketPrice: primary.marketPrice,
     lowPrice: primary.lowPrice,
@@ -231,12 +242,11 @@ export async function findSetCardIds(db: Executor, setId: number): Promise<numbe
   return rows.map((row) => row.id)
 }
 
-/** A card with its set's and game's names. */
-/** A card with its set's and game's names: the spec's Card. */
-export const cardColumns = { ...getTableColumns(cards), setName: sets.name, gameName: games.name }
-export type CardRecord = typeof cards.$inferSelect & { setName: string; gameName: string }
+/** A card with its set's and game's names and slugs: the spec's Card. */
+export const cardColumns = { ...getTableColumns(cards), setName: sets.name, setSlug: sets.slug, gameName: games.name, gameSlug: games.slug }
+export type CardRecord = typeof cards.$inferSelect & { setName: string; setSlug: string; gameName: string; gameSlug: string }
 
-/** Cards with their set's and game's names (`cardColumns`), filtered by `where`. */
+/** Cards with their set's and game's names and slugs (`cardColumns`), filtered by `where`. */
 export function cardsWhere(db: Executor, where: SQL | undefined) {
   return db
     .select(cardColumns)
@@ -255,8 +265,9 @@ export async function findCard(db: Database, id: number) {
 const cardPriceRows = preparedQueries(
   (db, by: 'id' | 'marketplaceId') =>
     db
-      .select({ ...priceColumns, card: { id: cards.id, name: cards.name, foilOnly: cards.foilOnly } })
+      .select({ ...priceColumns, card: cardColumns })
       .from(cards)
+      .innerJoin(sets, eq(sets.id, cards.setId))
       .innerJoin(games, eq(games.id, cards.gameId))
       .leftJoin(cardPrices, eq(cardPrices.cardId, cards.id))
       .where(eq(by === 'id' ? cards.id : cards.marketplaceId, sql.placeholder('value')))
@@ -264,7 +275,7 @@ const cardPriceRows = preparedQueries(
       .prepare('card_price_rows'),
 )
 
-/** A card's price rows, primary printing first, in one statement; `card` is undefined when it does not exist. */
+/** A card (the spec's Card) and its price rows, primary printing first, in one statement; `card` is undefined when it does not exist. */
 export async function findCardPrices(db: Database, where: { id: number } | { marketplaceId: number }) {
   const [by, value] = 'id' in where ? (['id', where.id] as const) : (['marketplaceId', where.marketplaceId] as const)
   const rows = await cardPriceRows(db, by).execute({ value })

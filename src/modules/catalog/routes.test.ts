@@ -65,13 +65,24 @@ describe('GET /v1/games', () => {
     expect(one.body.meta.has_more).toBe(true)
   })
 
+  test.each(['200', '101', '1e6'])('per_page=%s is served as 100, and meta says 100', async (perPage) => {
+    const { status, body } = await json(`/v1/games?per_page=${perPage}`)
+    expect(status).toBe(200)
+    expect(body.meta).toEqual({ total: 57, page: 1, per_page: 100, has_more: false })
+    expect(body.data).toEqual((await json('/v1/games?per_page=100')).body.data)
+    // Pages of 100 follow on: the second page starts past the first hundred, not past the number asked for.
+    const second = await json(`/v1/games?per_page=${perPage}&page=2`)
+    expect(second.body.meta).toEqual({ total: 57, page: 2, per_page: 100, has_more: false })
+    expect(second.body.data).toEqual([])
+  })
+
   test.each([
     ['page', '0'],
     ['page', '-1'],
     ['page', 'abc'],
     ['page', '1.5'],
     ['per_page', '0'],
-    ['per_page', '101'],
+    ['per_page', '1.5'],
     ['per_page', '-5'],
     ['per_page', 'ten'],
     ['per_page', ''],
@@ -84,8 +95,9 @@ describe('GET /v1/games', () => {
   })
 
   test('the message tells the allowed range', async () => {
-    const { body } = await json('/v1/games?per_page=101')
-    expect(body.error.details[0].message).toBe('must be an integer from 1 to 100')
+    const { body } = await json('/v1/games?per_page=0')
+    expect(body.error.details[0].message).toBe('must be an integer of at least 1')
+    expect((await json('/v1/games?page=0')).body.error.details[0].message).toBe('must be an integer from 1 to 1000000')
   })
 })
 
@@ -108,17 +120,41 @@ describe('GET /v1/games/:slug', () => {
     expect(status).toBe(404)
     expect(body).toEqual({ error: { code: 'NOT_FOUND', message: "Game 'no-such-game' not found" } })
   })
+
+  test('an all-digit value is the game id: the same game as by slug', async () => {
+    const bySlug = (await json('/v1/games/magic-the-gathering')).body.data
+    for (const id of [`${bySlug.id}`, `00${bySlug.id}`]) {
+      const { status, body } = await json(`/v1/games/${id}`)
+      expect(status).toBe(200)
+      expect(body.data).toEqual(bySlug)
+    }
+    const other = (await json('/v1/games?per_page=100')).body.data.find((g: any) => g.id !== bySlug.id)
+    expect((await json(`/v1/games/${other.id}`)).body.data.slug).toBe(other.slug)
+  })
+
+  test.each(['0', '999999', '2147483648', '99999999999999999999'])('an all-digit value no game has as id (%s) is 404, never read as a slug', async (id) => {
+    const { status, body } = await json(`/v1/games/${id}`)
+    expect(status).toBe(404)
+    expect(body).toEqual({ error: { code: 'NOT_FOUND', message: `Game '${id}' not found` } })
+  })
+
+  test('a slug with digits and letters is still a slug', async () => {
+    expect((await json('/v1/games/3d')).status).toBe(404)
+    expect((await json('/v1/games/-3')).status).toBe(404)
+  })
 })
 
 describe('GET /v1/games/:slug/sets', () => {
-  test('lists the sets newest first with the list fields only', async () => {
+  test("lists the sets newest first with the list fields and the game's id, name and slug", async () => {
     const { status, body } = await json('/v1/games/pokemon/sets')
     expect(status).toBe(200)
     expect(body.data.length).toBeGreaterThan(0)
     expect(body.meta.total).toBe(body.data.length)
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['abbreviation', 'card_count', 'id', 'last_synced_at', 'name', 'release_date', 'slug'].sort(),
+      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'last_synced_at', 'name', 'release_date', 'slug'].sort(),
     )
+    const game = (await json('/v1/games/pokemon')).body.data
+    for (const set of body.data) expect(set).toMatchObject({ game_id: game.id, game_name: game.name, game_slug: 'pokemon' })
     const dates = body.data.map((s: any) => s.release_date)
     expect(dates).toEqual([...dates].sort().reverse())
     for (const set of body.data) expect(set.release_date).toMatch(/^\d{4}-\d{2}-\d{2}$/)
@@ -137,8 +173,24 @@ describe('GET /v1/games/:slug/sets', () => {
     expect(body.error.code).toBe('NOT_FOUND')
   })
 
+  test('the game id names the game here too', async () => {
+    const game = (await json('/v1/games/pokemon')).body.data
+    const byId = await json(`/v1/games/${game.id}/sets?per_page=1&page=2`)
+    expect(byId.status).toBe(200)
+    expect(byId.body.data).toHaveLength(1)
+    expect(byId.body).toEqual((await json('/v1/games/pokemon/sets?per_page=1&page=2')).body)
+    expect((await json('/v1/games/999999/sets')).status).toBe(404)
+    expect((await json('/v1/games/2147483648/sets')).status).toBe(404)
+  })
+
+  test('per_page above 100 is served as 100', async () => {
+    const { status, body } = await json('/v1/games/pokemon/sets?per_page=500')
+    expect(status).toBe(200)
+    expect(body.meta.per_page).toBe(100)
+  })
+
   test('bad pagination is 400 before any lookup', async () => {
-    const { status, body } = await json('/v1/games/nope/sets?per_page=500')
+    const { status, body } = await json('/v1/games/nope/sets?per_page=0')
     expect(status).toBe(400)
     expect(body.error.code).toBe('INVALID_PARAMETER')
   })

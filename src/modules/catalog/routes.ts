@@ -75,8 +75,12 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     })
     .get('/v1/games/:slug', ({ params }) => cache.get(`game:${params.slug}`, () => getGame(deps.db, params.slug)), {
       params: GameSlugParams,
-      response: { 200: Type.Object({ data: Type.Ref('Game') }), 404: 'Error' },
-      detail: { tags: ['Games'], summary: 'Get a game by slug' },
+      response: { 200: Type.Object({ data: Type.Ref('Game') }), 400: 'Error', 404: 'Error' },
+      detail: {
+        tags: ['Games'],
+        summary: 'Get a game by slug or id',
+        description: '`:slug` is the game\'s slug or its numeric id (`/v1/games/3`): a value of digits only is always read as the id.',
+      },
     })
     .get('/v1/games/:slug/sets', ({ params, query }) => {
       const page = toPage(query)
@@ -85,11 +89,17 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       params: GameSlugParams,
       query: PaginationQuery,
       response: {
-        200: Type.Object({ data: Type.Array(Type.Ref('SetSummary')), meta: PageMeta }),
+        200: Type.Object({ data: Type.Array(Type.Ref('SetDetail')), meta: PageMeta }),
         400: 'Error',
         404: 'Error',
       },
-      detail: { tags: ['Games'], summary: "List a game's sets", description: 'Newest release first.' },
+      detail: {
+        tags: ['Games'],
+        summary: "List a game's sets",
+        description:
+          "Newest release first. `:slug` is the game's slug or its numeric id, as for the game itself. Each set carries the " +
+          "spec's list fields and its game's `game_id`, `game_name` and `game_slug`.",
+      },
     })
     .get('/v1/sets', ({ query }) => listSets(deps.db, query.game, toPage(query)), {
       apiKey: { needs: 'catalog' },
@@ -101,7 +111,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       apiKey: { needs: 'catalog' },
       params: IdParams,
       response: { 200: withRateLimit(Type.Object({ data: Type.Ref('SetDetail') })), ...NOT_FOUND_ERRORS },
-      detail: { tags: ['Sets'], summary: 'Get a set' },
+      detail: { tags: ['Sets'], summary: 'Get a set', description: 'The set with its game (`game_id`, `game_name`, `game_slug`). An unknown id is a 404.' },
     })
     .get('/v1/sets/:id/cards', ({ params, query }) => listSetCards(deps.db, params.id, { type: query.type, sort: query.sort ?? 'number' }, toPage(query)), {
       apiKey: { needs: 'catalog' },
@@ -122,19 +132,31 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('PriceRow')), meta: Type.Object({ total: Type.Integer({ minimum: 0 }) }) })),
         ...NOT_FOUND_ERRORS,
       },
-      detail: { tags: ['Sets'], summary: "Every price of a set's cards (Pro)", description: 'One row per card and printing, in card number order.' },
+      detail: { tags: ['Sets'], summary: "Every price of a set's cards (Pro)", description: 'One row per card and printing, in card number order: every row of the set in one answer (no paging; `meta.total` counts them).' },
     })
     .get('/v1/cards/:id', ({ params }) => getCard(deps.db, params.id), {
       apiKey: { needs: 'catalog' },
       params: IdParams,
       response: { 200: withRateLimit(Type.Object({ data: Type.Ref('Card') })), ...NOT_FOUND_ERRORS },
-      detail: { tags: ['Cards'], summary: 'Get a card or sealed product' },
+      detail: {
+        tags: ['Cards'],
+        summary: 'Get a card or sealed product',
+        description:
+          'Every field of the card, its set and its game. `custom_attributes` depend on the game (creature-battle games carry ' +
+          '`hp`, `stage`, `energyType` …); sealed products have `product_type` `Sealed Products`. Prices: `/v1/cards/{id}/prices`.',
+      },
     })
     .get('/v1/cards/marketplace/:marketplaceId', ({ params }) => getCardByMarketplaceId(deps.db, params.marketplaceId), {
       apiKey: { needs: 'catalog' },
       params: MarketplaceIdParams,
       response: { 200: withRateLimit(Type.Object({ data: MarketplaceCard })), ...NOT_FOUND_ERRORS },
-      detail: { tags: ['Cards'], summary: "Look a card up by the marketplace's product id", description: 'Prices omit card_id and the 7d/30d changes.' },
+      detail: {
+        tags: ['Cards'],
+        summary: "Look a card up by the marketplace's product id",
+        description:
+          'The card with every field of `GET /v1/cards/:id` (the spec names id, name and foil_only) and its `prices`, one per ' +
+          'printing; as the spec says, price elements omit card_id, price_change_7d and price_change_30d.',
+      },
     })
     .get(
       '/v1/cards/:id/prices',

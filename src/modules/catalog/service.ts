@@ -37,16 +37,32 @@ export async function listGames(db: Database, page: Page) {
   return { data: rows.map(toGame), meta: pageMeta(page, total) }
 }
 
-export async function getGame(db: Database, slug: string) {
-  const game = await repo.findGameBySlug(db, slug)
-  if (!game) throw notFound(`Game '${slug}'`)
+const MAX_ID = 2147483647
+
+/**
+ * What `:slug` in `/v1/games/:slug` names: an all-digit value is the game's id (the public
+ * service's clients ask `/v1/games/3`; DESIGN decision 14), anything else its slug. Undefined for
+ * an id no game can have (beyond the column's range), which is simply not found.
+ */
+export function gameRefOf(slugOrId: string): repo.GameRef | undefined {
+  if (!/^[0-9]+$/.test(slugOrId)) return { slug: slugOrId }
+  const id = Number(slugOrId)
+  return id <= MAX_ID ? { id } : undefined
+}
+
+export async function getGame(db: Database, slugOrId: string) {
+  const ref = gameRefOf(slugOrId)
+  const game = ref && (await repo.findGame(db, ref))
+  if (!game) throw notFound(`Game '${slugOrId}'`)
   return { data: toGame(game) }
 }
 
-export async function listGameSets(db: Database, slug: string, page: Page) {
-  const found = await repo.findSetsPageByGameSlug(db, slug, page)
-  if (!found) throw notFound(`Game '${slug}'`)
-  return { data: found.rows.map(toSetSummary), meta: pageMeta(page, found.total) }
+/** The game's sets, each with the game's id, name and slug (DESIGN decision 14) beside the spec's list fields. */
+export async function listGameSets(db: Database, slugOrId: string, page: Page) {
+  const ref = gameRefOf(slugOrId)
+  const found = ref && (await repo.findSetsPageOfGame(db, ref, page))
+  if (!found) throw notFound(`Game '${slugOrId}'`)
+  return { data: found.rows.map(toSetDetail), meta: pageMeta(page, found.total) }
 }
 
 function toSetDetail(row: repo.SetDetailRecord): SetDetail {
@@ -78,7 +94,9 @@ export function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
     total_listings: row.totalListings,
     image_url: row.imageUrl,
     game_name: row.gameName,
+    game_slug: row.gameSlug,
     set_name: row.setName,
+    set_slug: row.setSlug,
     printing: row.printing,
     market_price: row.marketPrice,
     low_price: row.lowPrice,
@@ -169,8 +187,10 @@ export function toCard(row: repo.CardRecord): Card {
     custom_attributes: row.customAttributes,
     set_id: row.setId,
     set_name: row.setName,
+    set_slug: row.setSlug,
     game_id: row.gameId,
     game_name: row.gameName,
+    game_slug: row.gameSlug,
   }
 }
 
@@ -187,7 +207,7 @@ export async function getCardByMarketplaceId(db: Database, marketplaceId: number
     const { card_id: _id, price_change_7d: _7d, price_change_30d: _30d, ...price } = toPrice(row as PriceFields)
     return price
   })
-  return { data: { id: card.id, name: card.name, foil_only: card.foilOnly, prices: data } }
+  return { data: { ...toCard(card), prices: data } }
 }
 
 /**

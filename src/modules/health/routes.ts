@@ -54,7 +54,11 @@ export function healthRoutes(
   return new Elysia({ name: 'health-routes' })
     .get('/health', () => ({ status: 'ok' as const }), {
       response: { 200: Type.Object({ status: Type.Literal('ok') }) },
-      detail: { tags: ['Health'], summary: 'Liveness: the process answers' },
+      detail: {
+        tags: ['Health'],
+        summary: 'Liveness: the process answers',
+        description: 'Always `{ status: "ok" }` while the process runs; it checks nothing else. Use `/ready` to decide whether to send traffic.',
+      },
     })
     .get(
       '/ready',
@@ -81,8 +85,11 @@ export function healthRoutes(
         response: { 200: Readiness, 503: Readiness },
         detail: {
           tags: ['Health'],
-          summary:
-            'Readiness: database reachable, catalog loaded and the price snapshot built (503 otherwise); Redis trouble is `degraded` (200)',
+          summary: 'Readiness: can this node serve?',
+          description:
+            '200 `ready` when the database answers, the catalog is loaded and the price snapshot is built; 200 `degraded` when ' +
+            'Redis fails (quotas are then counted on this node until it returns); 503 `not_ready` when the database fails, the ' +
+            'catalog is empty or no snapshot exists yet. `snapshot` gives its version, source, build time and age.',
         },
       },
     )

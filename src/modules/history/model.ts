@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { LiteralUnion, QueryInt, QueryParams } from '../../shared/model'
+import { LiteralUnion, PathParams, QueryInt, QueryParams } from '../../shared/model'
 
 /** The spec's History row: one card printing's prices on one day. */
 export const HistoryRow = Type.Object(
@@ -25,8 +25,8 @@ export type HistoryRange = (typeof HISTORY_RANGES)[number]
 /** Days each range asks for (DESIGN decision 6); null = everything. */
 export const RANGE_DAYS: Readonly<Record<HistoryRange, number | null>> = { month: 30, quarter: 90, year: 365, all: null }
 
-export const CardIdParams = Type.Object({
-  id: QueryInt({ minimum: 1, maximum: 2147483647, 'x-param': 'id', description: 'Card id' }),
+export const CardIdParams = PathParams({
+  id: QueryInt({ minimum: 1, maximum: 2147483647, description: 'Card id' }),
 })
 
 const Printing = Type.String({

@@ -84,11 +84,11 @@ export async function findHistory(db: Database, filter: HistoryFilter): Promise<
   return historyRows(db, historyShape(filter)).execute({ ...filter })
 }
 
-/** The points of many cards in one window, by card, then oldest first, then printing: one statement on the primary key. */
+/** The points of many cards in one window (of one printing, if given), by card, then oldest first, then printing: one statement on the primary key. */
 export async function findHistoryOfCards(
   db: Executor,
   cardIds: number[],
-  window: { from?: string; to: string },
+  window: { from?: string; to: string; printing?: string },
 ): Promise<(HistoryRow & { card_id: number })[]> {
   if (cardIds.length === 0) return []
   return db
@@ -97,9 +97,21 @@ export async function findHistoryOfCards(
     .where(
       and(
         inArray(priceHistory.cardId, cardIds),
+        window.printing === undefined ? undefined : eq(priceHistory.printing, window.printing),
         window.from === undefined ? undefined : gte(priceHistory.date, window.from),
         lte(priceHistory.date, window.to),
       ),
     )
     .orderBy(asc(priceHistory.cardId), asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
+}
+
+/** The distinct printings the cards have (their card_prices rows), in byte order. */
+export async function findPrintingsOfCards(db: Executor, cardIds: number[]): Promise<string[]> {
+  if (cardIds.length === 0) return []
+  const rows = await db
+    .selectDistinct({ printing: cardPrices.printing })
+    .from(cardPrices)
+    .where(inArray(cardPrices.cardId, cardIds))
+  // Sorted here: with DISTINCT, PostgreSQL orders only by selected expressions, and a collated one is another.
+  return rows.map((row) => row.printing).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
 }

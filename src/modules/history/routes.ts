@@ -41,7 +41,7 @@ export function historyRoutes(auth: AuthRuntime) {
           tags: ['History'],
           summary: "A card's price history",
           description:
-            `Daily points per printing, oldest first. \`range\` asks for month (30 days), quarter (90), year (365) or all; ` +
+            `Daily points per printing, oldest first, every point of the window in one answer (no paging). \`range\` asks for month (30 days), quarter (90), year (365) or all; ` +
             `the tier's window then caps it (${tierWindows}). A window of N days is today's UTC date and the N − 1 days ` +
             'before it; `meta` states the window applied and whether the tier cut it. An unknown `printing` for the card is 400.',
         },
@@ -64,7 +64,7 @@ export function historyRoutes(auth: AuthRuntime) {
           tags: ['History'],
           summary: "A card's full price history (Pro and Business)",
           description:
-            'Every recorded point of every printing (or of one, with `printing`), oldest first, with no date window: ' +
+            'Every recorded point of every printing (or of one, with `printing`), oldest first, in one answer, with no date window: ' +
             '`avg_sales_price` and `sales_volume` are null where sales were not recorded yet, and `sales_volume` is 0 on days ' +
             'without sales. Lower tiers get 403 `TIER_REQUIRED`, which costs no quota.',
         },

@@ -47,27 +47,34 @@ export const MOVER_DIRECTIONS = ['up', 'down'] as const
 export type MoverDirection = (typeof MOVER_DIRECTIONS)[number]
 export const MAX_MOVERS = 50
 
-/** The spec's Top mover row: one card × printing. */
+/**
+ * The spec's Top mover row: one card × printing. The slugs, marketplace_id and last_updated_at go
+ * beyond the spec: the public service's clients read them (DESIGN decision 14).
+ */
 export const TopMoverRow = Type.Object({
   card_id: Id,
   name: Type.String(),
   set_name: Type.String(),
+  set_slug: Type.String(),
   game_name: Type.String(),
+  game_slug: Type.String({ description: 'As in `/v1/games/:slug` and the `game` filter' }),
   product_type: LiteralUnion(PRODUCT_TYPES),
   foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
   printing: Type.String(),
   market_price: Type.Number({ description: 'USD' }),
   price_change: Type.Number({ description: "Percent change over the period (15.5 = +15.5%)" }),
   image_url: Type.String({ format: 'uri' }),
+  marketplace_id: Id,
+  last_updated_at: Timestamp,
 })
 export type TopMoverRow = Static<typeof TopMoverRow>
 
 export const TopMoversQuery = QueryParams({
   game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug; all games when absent' })),
   direction: Type.Optional(LiteralUnion(MOVER_DIRECTIONS, { default: 'up', description: 'up: biggest gains first; down: biggest losses first' })),
-  period: Type.Optional(LiteralUnion(MOVER_PERIODS, { default: '24h' })),
+  period: Type.Optional(LiteralUnion(MOVER_PERIODS, { default: '24h', description: 'The change ranked: over 24 hours (default), 7 or 30 days' })),
   printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only this printing (exact match)' })),
-  type: Type.Optional(LiteralUnion(PRODUCT_TYPES)),
+  type: Type.Optional(LiteralUnion(PRODUCT_TYPES, { description: 'Cards or sealed products only' })),
   limit: Type.Optional(QueryInt({ minimum: 1, maximum: MAX_MOVERS, default: 20, description: `Rows, 1 to ${MAX_MOVERS}` })),
 })
 

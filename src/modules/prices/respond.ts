@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { Packr } from 'msgpackr'
+import { JSON_CONTENT_TYPE } from '../../shared/http'
 import { rateLimitOf } from '../auth/guard'
 import type { PriceSnapshot } from '../snapshot/snapshot'
 
@@ -7,6 +8,9 @@ import type { PriceSnapshot } from '../snapshot/snapshot'
 const packr = new Packr({ useRecords: false })
 
 export const MSGPACK = 'application/msgpack'
+
+/** A route's OpenAPI `detail` for routes that also answer msgpack (docs/document.ts lists it as a 200 media type). */
+export const ALSO_MSGPACK = { 'x-also-as': { [MSGPACK]: 'The same body msgpack-encoded (plain maps), for `Accept: application/msgpack`' } }
 
 /**
  * The 304 every snapshot-backed route may answer. An empty string rather than Type.Void, which
@@ -61,7 +65,7 @@ function matchesIfNoneMatch(request: Request, etag: string): boolean {
  * from a quota lease: an await on microtasks alone keeps the turn, and the answer is corked): the
  * status line and each header name, separator and value go out as their own send(2), 23 syscalls
  * and as many TCP segments for a bulk answer instead of one (strace). A body handed over as a one-chunk stream is written with its
- * headers in one sendmsg: 100 → 42 µs of server CPU per 74 KB answer (bench/README.md). The cost is
+ * headers in one sendmsg: 100 → 42 µs of server CPU per 74 KB answer (docs/decisions.md). The cost is
  * `Transfer-Encoding: chunked` instead of a Content-Length on those answers.
  */
 const UNCORKED_FROM_BYTES = 16_384 - 1_024
@@ -130,7 +134,7 @@ export function snapshotResponse<Data>(
     const data = 'json' in body ? body.rows() : body.data
     return bytesResponse(packr.pack({ data, ...(body.meta && { meta: body.meta }), rate_limit: rateLimit }), headers)
   }
-  headers['content-type'] = 'application/json'
+  headers['content-type'] = JSON_CONTENT_TYPE
   const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
   const tail = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
   return bytesResponse('json' in body ? body.json('{"data":', tail) : `{"data":${JSON.stringify(body.data)}${tail}`, headers)

@@ -74,7 +74,7 @@ describe('GET /v1/bulk/prices', () => {
     expect(body.rate_limit).toMatchObject({ daily_limit: 10_000 })
     expect(headers.get('x-ratelimit-limit')).toBe('10000')
     expect(Number(headers.get('x-ratelimit-remaining'))).toBe(body.rate_limit.daily_remaining)
-    expect(headers.get('content-type')).toBe('application/json')
+    expect(headers.get('content-type')).toBe('application/json;charset=utf-8')
   })
 
   test('one id is an array of one row; ids of no card alone are an empty array', async () => {
@@ -169,7 +169,7 @@ describe('GET /v1/bulk/prices', () => {
     }
     for (const accept of ['application/json', 'application/msgpack;q=0, application/json', 'application/json, application/msgpack;q=0.5', '*/*']) {
       const response = await server.get(path, withKey(proKey, { accept }))
-      expect(response.headers.get('content-type')).toBe('application/json')
+      expect(response.headers.get('content-type')).toBe('application/json;charset=utf-8')
     }
   })
 
@@ -206,9 +206,11 @@ interface MoverRow {
 async function expectedMovers(options: MoverOptions) {
   const column = sql.raw(`price_change_${options.period ?? '24h'}`)
   const down = options.direction === 'down'
-  return rows<MoverRow & { name: string; set_name: string; game_name: string; product_type: string; foil_only: number; image_url: string }>(sql`
-    select cp.card_id, c.name, s.name as set_name, g.name as game_name, c.product_type, c.foil_only::int as foil_only,
-           cp.printing, cp.market_price, cp.${column} as price_change, c.image_url
+  type Row = MoverRow & { name: string; set_name: string; set_slug: string; game_name: string; game_slug: string; product_type: string }
+  const found = await rows<Row & { foil_only: number; image_url: string; marketplace_id: number; last_updated_at: Date | string }>(sql`
+    select cp.card_id, c.name, s.name as set_name, s.slug as set_slug, g.name as game_name, g.slug as game_slug, c.product_type,
+           c.foil_only::int as foil_only, cp.printing, cp.market_price, cp.${column} as price_change, c.image_url,
+           c.marketplace_id, cp.last_updated_at
     from card_prices cp join cards c on c.id = cp.card_id join sets s on s.id = c.set_id join games g on g.id = c.game_id
     where cp.market_price is not null and cp.${column} ${down ? sql`< 0` : sql`> 0`}
       ${options.game ? sql`and g.slug = ${options.game}` : sql``}
@@ -216,6 +218,7 @@ async function expectedMovers(options: MoverOptions) {
       ${options.printing ? sql`and cp.printing = ${options.printing}` : sql``}
     order by cp.${column} ${down ? sql`asc` : sql`desc`}, cp.card_id, cp.printing collate "C"
     limit ${options.limit ?? 20}`)
+  return found.map((row) => ({ ...row, last_updated_at: new Date(row.last_updated_at).toISOString() }))
 }
 
 /** A game with sealed products that fell over 7 days, for the filter combinations. */
@@ -324,17 +327,24 @@ describe('GET /v1/cards/:id/prices from the snapshot', () => {
 describe('OpenAPI', () => {
   test('both routes are documented with their response schemas', async () => {
     const doc = (await server.json('/openapi.json')).body
-    for (const path of ['/v1/bulk/prices', '/v1/prices/top-movers']) {
+    // Top movers is open to every tier, so it cannot answer 403.
+    const statuses = { '/v1/bulk/prices': ['200', '304', '400', '401', '403', '429'], '/v1/prices/top-movers': ['200', '304', '400', '401', '404', '429'] }
+    for (const [path, expected] of Object.entries(statuses)) {
       const get = doc.paths[path].get
       expect(get.responses['200'].content['application/json'].schema).toBeDefined()
-      for (const status of ['304', '400', '401', '403', '429']) expect(get.responses[status]).toBeDefined()
-      expect(get.responses['304'].content['text/plain'].schema.maxLength).toBe(0)
+      expect(Object.keys(get.responses).sort()).toEqual(expected)
+      expect(get.responses['304'].content).toBeUndefined() // no body
     }
     expect(doc.components.schemas.BulkPriceRow.required).toEqual(
       expect.arrayContaining(['card_id', 'market_price', 'low_price', 'foil_market_price', 'price_change_24h', 'last_updated_at']),
     )
+    // The spec's ten fields, and what the public service's clients also read (DESIGN decision 14).
     expect(Object.keys(doc.components.schemas.TopMoverRow.properties).sort()).toEqual(
-      ['card_id', 'foil_only', 'game_name', 'image_url', 'market_price', 'name', 'price_change', 'printing', 'product_type', 'set_name'],
+      [
+        'card_id', 'foil_only', 'game_name', 'game_slug', 'image_url', 'last_updated_at', 'market_price', 'marketplace_id', 'name',
+        'price_change', 'printing', 'product_type', 'set_name', 'set_slug',
+      ],
     )
+    expect(doc.components.schemas.TopMoverRow.required).toEqual(expect.arrayContaining(['marketplace_id', 'game_slug', 'last_updated_at']))
   })
 })

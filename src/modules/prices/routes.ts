@@ -18,7 +18,7 @@ import {
   TopMoversMeta,
   TopMoversQuery,
 } from './model'
-import { MSGPACK, NOT_MODIFIED, snapshotResponse } from './respond'
+import { ALSO_MSGPACK, MSGPACK, NOT_MODIFIED, snapshotResponse } from './respond'
 import { bulkPrices, priceChanges, topMovers } from './service'
 
 /** Price reads answered from the in-process snapshot: no database round trip (DESIGN section 5). */
@@ -46,6 +46,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         },
         detail: {
           tags: ['Prices'],
+          ...ALSO_MSGPACK,
           summary: 'Current prices of up to 500 cards (Pro and Business)',
           description:
             `\`ids\`: up to ${MAX_BULK_PRICE_IDS} comma-separated card ids. One Bulk price row per distinct id, in the order asked, from ` +
@@ -101,6 +102,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         },
         detail: {
           tags: ['Prices'],
+          ...ALSO_MSGPACK,
           summary: 'Price rows changed since an instant: a feed to stay in sync (Pro and Business; beyond the spec)',
           description:
             'Price rows (one per card × printing) whose `last_updated_at` is after `since`, oldest first (then by card id and ' +

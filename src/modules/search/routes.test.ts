@@ -37,6 +37,7 @@ type StoredCard = {
   marketplace_id: number
   set_id: number
   set_name: string
+  set_slug: string
   game_slug: string
   game_name: string
   printing: string | null
@@ -45,7 +46,7 @@ type StoredCard = {
 async function storedCards(ids: number[]): Promise<Map<number, StoredCard>> {
   if (ids.length === 0) return new Map()
   const found = await rows<StoredCard>(sql`
-    select c.id, c.name, c.clean_name, c.rarity, c.product_type, c.marketplace_id, c.set_id, s.name as set_name,
+    select c.id, c.name, c.clean_name, c.rarity, c.product_type, c.marketplace_id, c.set_id, s.name as set_name, s.slug as set_slug,
       g.slug as game_slug, g.name as game_name, p.printing, p.market_price
     from cards c join sets s on s.id = c.set_id join games g on g.id = c.game_id
     left join lateral (
@@ -128,7 +129,7 @@ describe('GET /v1/search: matching', () => {
     expect(body.data.map((c: any) => c.id)).toEqual([famous!.id, starred, dark])
     expect(body.data[0]).toMatchObject({ id: famous!.id, name: famous!.name, clean_name: famous!.clean_name })
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['foil_only', 'game_name', 'id', 'image_url', 'low_price', 'lowest_with_shipping', 'market_price', 'marketplace_id', 'median_price', 'name', 'number', 'clean_name', 'price_updated_at', 'printing', 'product_type', 'rarity', 'set_name', 'total_listings'].sort(),
+      ['foil_only', 'game_name', 'game_slug', 'id', 'image_url', 'low_price', 'lowest_with_shipping', 'market_price', 'marketplace_id', 'median_price', 'name', 'number', 'clean_name', 'price_updated_at', 'printing', 'product_type', 'rarity', 'set_name', 'set_slug', 'total_listings'].sort(),
     )
     // The lookalike is fuzzy only: not shown while cards match by words.
     expect(body.data.map((c: any) => c.id)).not.toContain(lookalike)
@@ -146,10 +147,12 @@ describe('GET /v1/search: matching', () => {
       expect({
         id: card.id, name: card.name, clean_name: card.clean_name, rarity: card.rarity, product_type: card.product_type,
         marketplace_id: card.marketplace_id, set_name: card.set_name, game_name: card.game_name,
+        set_slug: card.set_slug, game_slug: card.game_slug,
         printing: card.printing, market_price: card.market_price,
       }).toEqual({
         id: expected.id, name: expected.name, clean_name: expected.clean_name, rarity: expected.rarity, product_type: expected.product_type,
         marketplace_id: expected.marketplace_id, set_name: expected.set_name, game_name: expected.game_name,
+        set_slug: expected.set_slug, game_slug: expected.game_slug,
         printing: expected.printing, market_price: expected.market_price,
       })
     }
@@ -424,6 +427,18 @@ describe('GET /v1/search: sorting and paging', () => {
     expect(past.body.meta.total).toBeGreaterThan(0)
     expect(past.body.meta.has_more).toBe(false)
   })
+
+  test('per_page above 100 is served as 100', async () => {
+    const q = common!.word
+    const hundred = await search({ q, per_page: 100 })
+    expect(hundred.body.meta.per_page).toBe(100)
+    for (const perPage of [200, 101]) {
+      const { status, body } = await search({ q, per_page: perPage })
+      expect(status).toBe(200)
+      expect(body.meta).toEqual(hundred.body.meta)
+      expect(body.data).toEqual(hundred.body.data)
+    }
+  })
 })
 
 describe('GET /v1/search: refusals and quota', () => {
@@ -457,7 +472,8 @@ describe('GET /v1/search: refusals and quota', () => {
     await expectInvalid({ q: 'golem', type: 'Foo' }, 'type')
     await expectInvalid({ q: 'golem', set_id: 0 }, 'set_id')
     await expectInvalid({ q: 'golem', set_id: 1.5 }, 'set_id')
-    await expectInvalid({ q: 'golem', per_page: 101 }, 'per_page')
+    await expectInvalid({ q: 'golem', per_page: 0 }, 'per_page')
+    await expectInvalid({ q: 'golem', per_page: 1.5 }, 'per_page')
     await expectInvalid({ q: 'golem', page: 0 }, 'page')
   })
 

@@ -7,7 +7,7 @@ import { type BinaryCopyRow, copyConnections, copyRows } from '../../db/binary-c
 /** Everything a snapshot is built from, read in one repeatable-read snapshot (see loadSnapshotSource). */
 export interface SnapshotSource {
   games: { id: number; name: string; slug: string; kind: string }[]
-  sets: { id: number; name: string }[]
+  sets: { id: number; name: string; slug: string }[]
   cards: { id: number; setId: number; gameId: number; marketplaceId: number; name: string; productType: string; foilOnly: number; imageUrl: string }[]
   /** The spec's Price objects, as read: the snapshot keeps these very objects. */
   prices: Price[]
@@ -96,7 +96,7 @@ export async function loadSnapshotSource(db: Database, options: { viaCopy?: bool
 async function readAllButPrices(tx: Executor, viaCopy: boolean): Promise<Omit<SnapshotSource, 'prices'>> {
   const fingerprint = await readFingerprint(tx)
   const gameRows = await tx.select({ id: games.id, name: games.name, slug: games.slug, kind: games.kind }).from(games)
-  const setRows = await tx.select({ id: sets.id, name: sets.name }).from(sets)
+  const setRows = await tx.select({ id: sets.id, name: sets.name, slug: sets.slug }).from(sets)
   const cardRows = (viaCopy ? await copyRows(tx, CARDS_QUERY, 8, cardOf) : undefined) ?? (await selectCards(tx))
   return { games: gameRows, sets: setRows, cards: cardRows, fingerprint }
 }

@@ -11,7 +11,9 @@ export interface SnapshotCard {
   id: number
   name: string
   setName: string
+  setSlug: string
   gameName: string
+  gameSlug: string
   gameId: number
   marketplaceId: number
   productType: TopMoverRow['product_type']
@@ -117,15 +119,19 @@ export class PriceSnapshot {
   }
 
   static build(source: SnapshotSource, builtAt: Date): PriceSnapshot {
-    const setNames = new Map(source.sets.map((set) => [set.id, set.name]))
+    const setsById = new Map(source.sets.map((set) => [set.id, set]))
     const gamesById = new Map(source.games.map((game) => [game.id, game]))
     const cards = new Map<number, SnapshotCard>()
     for (const row of source.cards) {
+      const set = setsById.get(row.setId)
+      const game = gamesById.get(row.gameId)
       cards.set(row.id, {
         id: row.id,
         name: row.name,
-        setName: setNames.get(row.setId) ?? '',
-        gameName: gamesById.get(row.gameId)?.name ?? '',
+        setName: set?.name ?? '',
+        setSlug: set?.slug ?? '',
+        gameName: game?.name ?? '',
+        gameSlug: game?.slug ?? '',
         gameId: row.gameId,
         marketplaceId: row.marketplaceId,
         productType: row.productType as SnapshotCard['productType'],
@@ -249,13 +255,17 @@ export class PriceSnapshot {
         card_id: card.id,
         name: card.name,
         set_name: card.setName,
+        set_slug: card.setSlug,
         game_name: card.gameName,
+        game_slug: card.gameSlug,
         product_type: card.productType,
         foil_only: card.foilOnly,
         printing: price.printing,
         market_price: price.market_price!,
         price_change: price[field]!,
         image_url: card.imageUrl,
+        marketplace_id: card.marketplaceId,
+        last_updated_at: price.last_updated_at,
       })
     }
     return rows

@@ -21,8 +21,13 @@ export async function publishSnapshotChanged(redis: Redis | undefined, logger: L
   }
 }
 
+/**
+ * The layout of SnapshotSource in a copy: raised whenever its fields change, so a node never
+ * builds from a copy an older node left (it would lack fields the answers need).
+ */
+const COPY_LAYOUT = 2
 /** Where a node keeps the rows of the snapshot it built from Postgres, for other nodes to start from. */
-export const snapshotCopyKey = (fingerprint: string) => `snapshot-source:${fingerprint}`
+export const snapshotCopyKey = (fingerprint: string) => `snapshot-source:${COPY_LAYOUT}:${fingerprint}`
 /** A copy outlives a day of syncs; older ones are never read again (the fingerprint moved). */
 const COPY_TTL_SECONDS = 86_400
 // Records mode (key lists sent once per shape): only our own nodes read these copies. A Packr

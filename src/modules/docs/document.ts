@@ -1,0 +1,192 @@
+import { toOpenAPISchema } from '@elysiajs/openapi'
+import type { AnyElysia } from 'elysia'
+import packageJson from '../../../package.json' with { type: 'json' }
+import type { KeyGuardDetail } from '../auth/guard'
+import { TIER_POLICY, TIERS } from '../auth/tiers'
+import examples from './examples.json' with { type: 'json' }
+
+// The document's skeleton (paths, operations, parameters, tags) comes from @elysiajs/openapi; every
+// schema in it is then taken from the route's own TypeBox schemas, the ones that validate requests
+// and responses, because the generator rewrites them on the way: a union of literals becomes a
+// string enum without its description (`is_active: 0 | 1` read as strings), and names registered
+// with `.model()` come out as bare `$ref`s ("Game") beside `$id: "#/components/schemas/Game"`, which
+// Swagger UI cannot resolve (it then showed the error envelope as every 200 example). Query and path
+// integers are TypeBox numbers with `multipleOf: 1` (Elysia coerces query strings only for numbers)
+// and are written as `integer`; parameter descriptions are lifted out of their schemas, where
+// Swagger UI does not show them.
+
+// biome-ignore lint: an OpenAPI document is plain JSON, walked generically.
+type Json = any
+
+const LOWEST_TIER = TIER_POLICY[TIERS[0]].label
+
+const ERROR_DESCRIPTIONS: Record<string, string> = {
+  '400': '`INVALID_PARAMETER`: a parameter or the body is invalid; `details` names each field and what it must be',
+  '404': '`NOT_FOUND`: no such resource (the message names it)',
+  '405': '`METHOD_NOT_ALLOWED`: the path exists under other methods (`Allow` lists them)',
+  '409': '`CONFLICT`: the request conflicts with what exists (the message says how)',
+  '413': '`PAYLOAD_TOO_LARGE`',
+  '415': '`UNSUPPORTED_MEDIA_TYPE`: the body must be JSON (`Content-Type: application/json`)',
+  '503': '`SERVICE_UNAVAILABLE`: a dependency is down; try again later',
+}
+const KEY_ERROR_DESCRIPTIONS: Record<string, string> = {
+  '401': '`API_KEY_REQUIRED` (no `X-API-Key` header) or `INVALID_API_KEY` (unknown or revoked key)',
+  '403': "`TIER_REQUIRED`: the key's account is on a tier below the one this endpoint needs",
+  '429': '`RATE_LIMIT_EXCEEDED`: the daily quota is used up; it resets at 00:00 UTC (`Retry-After` gives the seconds)',
+}
+const SESSION_ERROR_DESCRIPTIONS: Record<string, string> = {
+  '401': '`UNAUTHORIZED`: no valid `session` cookie (log in first)',
+  '403': '`FORBIDDEN`: the `Origin` header names another site',
+}
+
+const RATE_LIMIT_HEADERS = {
+  'X-RateLimit-Limit': { description: "The account's daily request quota", schema: { type: 'integer' } },
+  'X-RateLimit-Remaining': { description: 'Units left today', schema: { type: 'integer' } },
+  'X-RateLimit-Reset': { description: 'When the quota resets (the next 00:00 UTC), ISO 8601', schema: { type: 'string', format: 'date-time' } },
+}
+const RETRY_AFTER = { description: 'Seconds until the quota resets', schema: { type: 'integer' } }
+
+const DESCRIPTION = `Games, sets, cards and sealed products of 57 trading card games, with prices per printing, price
+history, top movers, bulk lookups and set export.
+
+**Authentication.** The games endpoints are public. Every other \`/v1\` endpoint needs an API key in the
+\`X-API-Key\` header; create one with \`POST /v1/keys\` after \`POST /v1/auth/signup\` or \`/v1/auth/login\`
+(session cookie). Click **Authorize** and paste the key under \`ApiKey\` to try the endpoints here.
+
+**Quotas.** Each account has a daily request quota by tier (Free 100, Hobby 1,000, Starter 2,500, Pro 10,000,
+Business 50,000), reset at 00:00 UTC. Every answer to a request with a valid key carries \`X-RateLimit-Limit\`,
+\`X-RateLimit-Remaining\`, \`X-RateLimit-Reset\` and the same numbers in the body's \`rate_limit\`.
+
+**Errors** use \`{ "error": { "message", "code", "details"? } }\`.
+
+**Paging.** List endpoints that take \`page\` and \`per_page\` (default 50; above 100 is served as 100) answer
+\`meta: { total, page, per_page, has_more }\`. The others say in their description what they return; query
+parameters an endpoint does not list are ignored.`
+
+/** The OpenAPI 3.1 document of every visible route of `app`. */
+export function buildOpenApiDocument(app: AnyElysia): Json {
+  const generated: Json = toOpenAPISchema(app)
+  // The whole app's routes and models, as the generator reads them (protected in Elysia's types).
+  const whole = app as unknown as { getGlobalRoutes(): AnyElysia['routes']; getGlobalDefinitions(): { type: Record<string, unknown> } }
+  const schemas: Json = {}
+  for (const [name, schema] of Object.entries(whole.getGlobalDefinitions().type)) schemas[name] = schemaOf(schema)
+  for (const route of whole.getGlobalRoutes()) {
+    const path = route.path.replace(/:([^/]+)/g, '{$1}')
+    const operation = generated.paths[path]?.[route.method.toLowerCase()]
+    if (!operation) continue // hidden
+    useRouteSchemas(operation, route.hooks as Json)
+    completeOperation(route.method, path, operation)
+  }
+  return {
+    openapi: '3.1.1',
+    info: { title: 'Trading Card Catalog and Price API', version: packageJson.version, description: DESCRIPTION },
+    servers: [{ url: '/', description: 'This server' }],
+    tags: TAGS,
+    paths: generated.paths,
+    components: {
+      securitySchemes: {
+        ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'An API key: `tcg_live_` and 32 characters' },
+        Session: { type: 'apiKey', in: 'cookie', name: 'session', description: 'Set by `POST /v1/auth/login` or `/v1/auth/signup`' },
+      },
+      schemas,
+    },
+  }
+}
+
+/** A route schema as JSON Schema: a model name becomes a `$ref`, and a copy is made to normalise. */
+function schemaOf(schema: Json): Json {
+  const copy = typeof schema === 'string' ? { $ref: schema } : JSON.parse(JSON.stringify(schema))
+  normaliseSchemas(copy)
+  return copy
+}
+
+function useRouteSchemas(operation: Json, hooks: Json): void {
+  for (const parameter of operation.parameters ?? []) {
+    const source = (parameter.in === 'path' ? hooks.params : hooks.query)?.properties?.[parameter.name]
+    if (source) parameter.schema = schemaOf(source)
+  }
+  for (const media of Object.values<Json>(operation.requestBody?.content ?? {})) {
+    if (hooks.body) media.schema = schemaOf(hooks.body)
+  }
+  for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
+    const source = hooks.response?.[status]
+    for (const media of Object.values<Json>(response.content ?? {})) {
+      if (source) media.schema = schemaOf(source)
+    }
+  }
+}
+
+const TAGS = [
+  { name: 'Games', description: 'Public catalog: no API key needed' },
+  { name: 'Sets', description: 'Sets, their cards and prices' },
+  { name: 'Cards', description: 'Cards, sealed products and their prices' },
+  { name: 'Prices', description: 'Bulk prices, top movers and the change feed, answered from the in-memory price snapshot' },
+  { name: 'Bulk', description: 'Batched cards and history, set export and bulk resolve' },
+  { name: 'History', description: 'Price history (window by tier)' },
+  { name: 'Search', description: 'Full-text and fuzzy card search' },
+  { name: 'Account', description: 'Sign up, log in (session cookie) and daily usage' },
+  { name: 'Keys', description: 'API keys, managed with the session cookie' },
+  { name: 'Health', description: 'Liveness and readiness' },
+]
+
+/** Bare `$ref`s point into components, `$id`s go, query integers read as integers. */
+function normaliseSchemas(node: Json): void {
+  if (Array.isArray(node)) return node.forEach(normaliseSchemas)
+  if (node === null || typeof node !== 'object') return
+  if (typeof node.$ref === 'string' && !node.$ref.startsWith('#')) node.$ref = `#/components/schemas/${node.$ref}`
+  delete node.$id
+  delete node['x-param']
+  if (node.type === 'number' && node.multipleOf === 1) {
+    node.type = 'integer'
+    delete node.multipleOf
+  }
+  for (const value of Object.values(node)) normaliseSchemas(value)
+}
+
+function completeOperation(method: string, path: string, operation: Json): void {
+  const keyed: KeyGuardDetail | undefined = operation['x-min-tier'] ? operation : undefined
+  const session = operation.security?.some((scheme: Json) => 'Session' in scheme)
+  operation.description = [access(keyed, session), operation.description].filter(Boolean).join('\n\n')
+  for (const parameter of operation.parameters ?? []) {
+    parameter.description ??= parameter.schema?.description
+  }
+  const responses: Json = operation.responses ?? {}
+  if (keyed?.['x-min-tier'] === LOWEST_TIER) delete responses['403']
+  if (keyed?.['x-quota-cost'] === 0) delete responses['429']
+  for (const [status, response] of Object.entries<Json>(responses)) {
+    const described =
+      (keyed && KEY_ERROR_DESCRIPTIONS[status]) || (session && SESSION_ERROR_DESCRIPTIONS[status]) || ERROR_DESCRIPTIONS[status]
+    if (described) response.description = described
+    if (status === '304') {
+      delete response.content
+      response.description = 'Not modified: the `If-None-Match` tag is still current (no body)'
+    }
+    if (keyed && status !== '401') {
+      response.headers = { ...RATE_LIMIT_HEADERS, ...(status === '429' ? { 'Retry-After': RETRY_AFTER } : {}) }
+    }
+    if (status.startsWith('2') && response.description?.startsWith('Response for status')) response.description = 'OK'
+  }
+  const example = (examples as Record<string, unknown>)[`${method} ${path}`]
+  const success = responses['200'] ?? responses['201']
+  const media = success?.content?.['application/json']
+  if (media && example !== undefined) media.example = example
+  // Other forms of the same answer a route offers (`x-also-as` in its detail: media type → what it is).
+  for (const [type, description] of Object.entries<string>(operation['x-also-as'] ?? {})) {
+    success.content[type] = { schema: type.includes('msgpack') ? media.schema : { type: 'string', description } }
+  }
+  delete operation['x-also-as']
+}
+
+function access(keyed: KeyGuardDetail | undefined, session: boolean): string {
+  if (session) return '**Auth:** the `session` cookie (log in first). Writes take a JSON body and refuse a foreign `Origin`.'
+  if (!keyed) return ''
+  const tier = keyed['x-min-tier'] === LOWEST_TIER ? 'any tier' : `the **${keyed['x-min-tier']}** tier or higher`
+  const cost = keyed['x-quota-cost']
+  const charge =
+    cost === 0
+      ? 'Costs no quota and is answered even over quota.'
+      : cost === 'per-item'
+        ? 'Costs quota credits per item (see below).'
+        : `Costs ${cost === 1 ? 'one quota unit' : `${cost} quota units`}, also when refused with 400 or 404.`
+  return `**Auth:** an API key on ${tier}. ${charge}`
+}

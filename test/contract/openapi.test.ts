@@ -1,0 +1,370 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import Ajv2020 from 'ajv/dist/2020'
+import addFormats from 'ajv-formats'
+import { sql } from 'drizzle-orm'
+import { unpack } from 'msgpackr'
+import { createKey } from '../../src/modules/auth/keys'
+import { TIER_POLICY, type Tier, TIERS } from '../../src/modules/auth/tiers'
+import { utcDate } from '../../src/shared/clock'
+import { accountWithKey, type TestAccount, testRedis } from '../helpers/auth'
+import { freshDatabase, selectRows, testLogger } from '../helpers/db'
+import { TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
+import { startServer } from '../helpers/server'
+
+// The contract test: every operation /openapi.json lists is called for every status it declares,
+// and each real answer must match what the document itself declares for that status (schema,
+// media type, headers). Drift between what is documented and what is sent fails here.
+// `UPDATE_EXAMPLES=1 bun test test/contract` also writes each operation's 200 (or 201) answer,
+// arrays cut to two items, as the document's examples.
+
+type Json = any
+
+const database = await freshDatabase('seeded')
+const redis = await testRedis()
+const server = startServer({ db: database.db, redis, logger: testLogger })
+await server.ready()
+// A database without a catalog, for the 503 of /ready.
+const emptyServer = startServer({ db: (await freshDatabase('empty')).db, redis: undefined, logger: testLogger })
+
+const doc: Json = await (await server.get('/openapi.json')).json()
+
+// One account per tier, so each operation is called with exactly the tier the document names.
+const accounts = {} as Record<Tier, TestAccount>
+for (const tier of TIERS) accounts[tier] = await accountWithKey(database.db, tier)
+// A Business account with its day's quota used up (set in Redis, where the counters live).
+const exhausted = await accountWithKey(database.db, 'business')
+await redis?.hset(`quota:${utcDate(TEST_NOW)}:${exhausted.accountId}`, 'used', TIER_POLICY.business.dailyQuota)
+const loggedOut = await accountWithKey(database.db, 'free')
+const fullOfKeys = await accountWithKey(database.db, 'pro')
+for (let n = 1; n < 25; n++) await createKey(database.db, { id: fullOfKeys.accountId }, `key ${n}`)
+const revocable = await createKey(database.db, { id: accounts.free.accountId }, 'to revoke')
+
+const [fixture] = await selectRows<{ game_slug: string; set_id: number; card_id: number; marketplace_id: number; card_name: string; printing: string }>(
+  database.db,
+  sql`select g.slug as game_slug, c.set_id, c.id as card_id, c.marketplace_id, c.name as card_name, min(cp.printing) as printing
+      from cards c join games g on g.id = c.game_id join card_prices cp on cp.card_id = c.id
+      group by g.slug, c.set_id, c.id having count(*) > 1 order by c.id limit 1`,
+)
+const { game_slug: gameSlug, set_id: setId, card_id: cardId, marketplace_id: marketplaceId, card_name: cardName } = fixture!
+const UNKNOWN = 999_999_999
+
+/** A request: `key` is a tier's key, `min` the tier the operation states, `below` the one under it. */
+interface Call {
+  method?: string
+  path: string
+  key?: Tier | 'min' | 'below' | 'exhausted'
+  cookie?: string
+  body?: unknown
+  headers?: Record<string, string>
+  base?: string
+}
+
+const json = (body: unknown) => ({ body, headers: { 'content-type': 'application/json' } })
+
+/** The call each operation answers with its success status; the refusals derive from it where they can. */
+const SUCCESS: Record<string, Call> = {
+  'GET /health': { path: '/health' },
+  'GET /ready': { path: '/ready' },
+  'GET /v1/games': { path: '/v1/games?per_page=5' },
+  'GET /v1/games/{slug}': { path: `/v1/games/${gameSlug}` },
+  'GET /v1/games/{slug}/sets': { path: `/v1/games/${gameSlug}/sets?per_page=5` },
+  'GET /v1/sets': { path: `/v1/sets?game=${gameSlug}&per_page=5`, key: 'min' },
+  'GET /v1/sets/{id}': { path: `/v1/sets/${setId}`, key: 'min' },
+  'GET /v1/sets/{id}/cards': { path: `/v1/sets/${setId}/cards?per_page=5`, key: 'min' },
+  'GET /v1/sets/{id}/prices': { path: `/v1/sets/${setId}/prices`, key: 'min' },
+  'GET /v1/cards/{id}': { path: `/v1/cards/${cardId}`, key: 'min' },
+  'GET /v1/cards/marketplace/{marketplaceId}': { path: `/v1/cards/marketplace/${marketplaceId}`, key: 'min' },
+  'GET /v1/cards/{id}/prices': { path: `/v1/cards/${cardId}/prices`, key: 'min' },
+  'GET /v1/cards/{id}/history': { path: `/v1/cards/${cardId}/history`, key: 'min' },
+  'GET /v1/cards/{id}/history/detailed': { path: `/v1/cards/${cardId}/history/detailed`, key: 'min' },
+  'GET /v1/search': { path: `/v1/search?q=${encodeURIComponent(cardName.split(' ')[0]!)}&per_page=5`, key: 'min' },
+  'GET /v1/prices/top-movers': { path: '/v1/prices/top-movers?limit=5', key: 'min' },
+  'GET /v1/prices/changes': { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&limit=5', key: 'min' },
+  'GET /v1/bulk/prices': { path: `/v1/bulk/prices?ids=${cardId},${cardId + 1},${UNKNOWN}`, key: 'min' },
+  'GET /v1/bulk/cards': { path: `/v1/bulk/cards?ids=${cardId},${UNKNOWN}`, key: 'min' },
+  'GET /v1/bulk/history': { path: `/v1/bulk/history?ids=${cardId},${UNKNOWN}`, key: 'min' },
+  'GET /v1/export/set/{id}': { path: `/v1/export/set/${setId}`, key: 'min' },
+  'POST /v1/bulk/resolve/marketplace': { method: 'POST', path: '/v1/bulk/resolve/marketplace', key: 'min', ...json({ ids: [marketplaceId, UNKNOWN] }) },
+  'POST /v1/bulk/resolve/name': { method: 'POST', path: '/v1/bulk/resolve/name', key: 'min', ...json({ names: [cardName, 'no such card name'] }) },
+  'GET /v1/usage': { path: '/v1/usage', key: 'min' },
+  'POST /v1/auth/signup': { method: 'POST', path: '/v1/auth/signup', ...json({ email: 'new-user@example.com', password: 'a long enough password' }) },
+  'POST /v1/auth/login': { method: 'POST', path: '/v1/auth/login', ...json({ email: accounts.free.email, password: accounts.free.password }) },
+  'POST /v1/auth/logout': { method: 'POST', path: '/v1/auth/logout', cookie: loggedOut.cookie },
+  'GET /v1/auth/me': { path: '/v1/auth/me', cookie: accounts.pro.cookie },
+  'POST /v1/keys': { method: 'POST', path: '/v1/keys', cookie: accounts.pro.cookie, ...json({ name: 'inventory repricer' }) },
+  'GET /v1/keys': { path: '/v1/keys', cookie: accounts.pro.cookie },
+  'DELETE /v1/keys/{keyId}': { method: 'DELETE', path: `/v1/keys/${revocable.id}`, cookie: accounts.free.cookie },
+}
+
+/** Refusals that need their own request: a bad parameter, an unknown id, a conflict. */
+const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
+  'GET /ready': { 503: { path: '/ready', base: emptyServer.base } },
+  'GET /v1/games': { 400: { path: '/v1/games?per_page=0' } },
+  'GET /v1/games/{slug}': { 400: { path: `/v1/games/${'x'.repeat(101)}` }, 404: { path: '/v1/games/no-such-game' } },
+  'GET /v1/games/{slug}/sets': { 400: { path: `/v1/games/${gameSlug}/sets?page=0` }, 404: { path: '/v1/games/no-such-game/sets' } },
+  'GET /v1/sets': { 400: { path: '/v1/sets?page=abc', key: 'min' }, 404: { path: '/v1/sets?game=no-such-game', key: 'min' } },
+  'GET /v1/sets/{id}': { 400: { path: '/v1/sets/0', key: 'min' }, 404: { path: `/v1/sets/${UNKNOWN}`, key: 'min' } },
+  'GET /v1/sets/{id}/cards': { 400: { path: `/v1/sets/${setId}/cards?sort=price`, key: 'min' }, 404: { path: `/v1/sets/${UNKNOWN}/cards`, key: 'min' } },
+  'GET /v1/sets/{id}/prices': { 400: { path: `/v1/sets/${setId}/prices?type=cards`, key: 'min' }, 404: { path: `/v1/sets/${UNKNOWN}/prices`, key: 'min' } },
+  'GET /v1/cards/{id}': { 400: { path: '/v1/cards/1.5', key: 'min' }, 404: { path: `/v1/cards/${UNKNOWN}`, key: 'min' } },
+  'GET /v1/cards/marketplace/{marketplaceId}': {
+    400: { path: '/v1/cards/marketplace/-1', key: 'min' },
+    404: { path: `/v1/cards/marketplace/${UNKNOWN}`, key: 'min' },
+  },
+  'GET /v1/cards/{id}/prices': { 400: { path: `/v1/cards/${cardId}/prices?printing=Gold`, key: 'min' }, 404: { path: `/v1/cards/${UNKNOWN}/prices`, key: 'min' } },
+  'GET /v1/cards/{id}/history': { 400: { path: `/v1/cards/${cardId}/history?range=decade`, key: 'min' }, 404: { path: `/v1/cards/${UNKNOWN}/history`, key: 'min' } },
+  'GET /v1/cards/{id}/history/detailed': {
+    400: { path: `/v1/cards/${cardId}/history/detailed?printing=Gold`, key: 'min' },
+    404: { path: `/v1/cards/${UNKNOWN}/history/detailed`, key: 'min' },
+  },
+  'GET /v1/search': { 400: { path: '/v1/search?q=a', key: 'min' }, 404: { path: '/v1/search?q=dragon&game=no-such-game', key: 'min' } },
+  'GET /v1/prices/top-movers': { 400: { path: '/v1/prices/top-movers?limit=51', key: 'min' }, 404: { path: '/v1/prices/top-movers?game=no-such-game', key: 'min' } },
+  'GET /v1/prices/changes': { 400: { path: '/v1/prices/changes?since=yesterday', key: 'min' }, 404: { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&game=no-such-game', key: 'min' } },
+  'GET /v1/bulk/prices': { 400: { path: '/v1/bulk/prices?ids=1,,2', key: 'min' } },
+  'GET /v1/bulk/cards': { 400: { path: '/v1/bulk/cards?ids=', key: 'min' } },
+  'GET /v1/bulk/history': { 400: { path: `/v1/bulk/history?ids=${cardId}&range=decade`, key: 'min' } },
+  'GET /v1/export/set/{id}': { 400: { path: `/v1/export/set/${setId}?format=xml`, key: 'min' }, 404: { path: `/v1/export/set/${UNKNOWN}`, key: 'min' } },
+  'POST /v1/bulk/resolve/marketplace': { 400: { method: 'POST', path: '/v1/bulk/resolve/marketplace', key: 'min', ...json({ ids: [] }) } },
+  'POST /v1/bulk/resolve/name': {
+    400: { method: 'POST', path: '/v1/bulk/resolve/name', key: 'min', ...json({ names: 'Pikachu' }) },
+    404: { method: 'POST', path: '/v1/bulk/resolve/name', key: 'min', ...json({ names: [cardName], game: 'no-such-game' }) },
+  },
+  'POST /v1/auth/signup': {
+    400: { method: 'POST', path: '/v1/auth/signup', ...json({ email: 'not an email', password: 'a long enough password' }) },
+    409: { method: 'POST', path: '/v1/auth/signup', ...json({ email: accounts.pro.email, password: 'a long enough password' }) },
+  },
+  'POST /v1/auth/login': {
+    400: { method: 'POST', path: '/v1/auth/login', ...json({ email: accounts.free.email }) },
+    401: { method: 'POST', path: '/v1/auth/login', ...json({ email: accounts.free.email, password: 'wrong password' }) },
+  },
+  'POST /v1/keys': {
+    400: { method: 'POST', path: '/v1/keys', cookie: accounts.pro.cookie, ...json({ name: '' }) },
+    409: { method: 'POST', path: '/v1/keys', cookie: fullOfKeys.cookie, ...json({ name: 'one too many' }) },
+  },
+  'DELETE /v1/keys/{keyId}': {
+    400: { method: 'DELETE', path: '/v1/keys/0', cookie: accounts.free.cookie },
+    404: { method: 'DELETE', path: `/v1/keys/${accounts.pro.keyId}`, cookie: accounts.free.cookie },
+  },
+}
+
+const operations = Object.entries<Json>(doc.paths).flatMap(([path, methods]) =>
+  Object.entries<Json>(methods).map(([method, operation]) => ({ id: `${method.toUpperCase()} ${path}`, operation })),
+)
+
+function tierFor(call: Call, operation: Json): string | undefined {
+  const min = TIERS.find((tier) => TIER_POLICY[tier].label === operation['x-min-tier'])
+  if (call.key === 'exhausted') return exhausted.key
+  if (call.key === 'min') return accounts[min!].key
+  if (call.key === 'below') return accounts[TIERS[TIERS.indexOf(min!) - 1]!].key
+  return call.key && accounts[call.key].key
+}
+
+async function send(call: Call, operation: Json): Promise<Response> {
+  const headers: Record<string, string> = { ...call.headers }
+  const key = tierFor(call, operation)
+  if (key) headers['x-api-key'] = key
+  if (call.cookie) headers.cookie = call.cookie
+  const body = call.body === undefined ? undefined : typeof call.body === 'string' ? call.body : JSON.stringify(call.body)
+  return fetch((call.base ?? server.base) + call.path, { method: call.method ?? 'GET', headers, body })
+}
+
+/** The call that should answer `status`, from the table or derived from the success call. */
+async function callFor(id: string, operation: Json, status: number): Promise<Call | undefined> {
+  const success = SUCCESS[id]
+  const explicit = REFUSALS[id]?.[status]
+  if (explicit || !success) return explicit
+  if (status === 200 || status === 201) return success
+  const keyed = success.key !== undefined
+  if (status === 401) return keyed ? { ...success, key: undefined } : success.cookie ? { ...success, cookie: undefined } : undefined
+  if (status === 403 && keyed) return { ...success, key: 'below' }
+  if (status === 403) return { ...success, headers: { ...success.headers, origin: 'https://elsewhere.example' } }
+  if (status === 415) return { ...success, body: 'name=x', headers: { 'content-type': 'text/plain' } }
+  if (status === 429 && keyed) return { ...success, key: 'exhausted' }
+  if (status === 304) {
+    const first = await send(success, operation)
+    await first.arrayBuffer()
+    return { ...success, headers: { ...success.headers, 'if-none-match': first.headers.get('etag') ?? 'none' } }
+  }
+  return undefined
+}
+
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false })
+addFormats(ajv)
+ajv.addSchema(doc, 'openapi.json')
+const pointer = (...parts: string[]) => parts.map((part) => part.replaceAll('~', '~0').replaceAll('/', '~1')).join('/')
+const schemaAt = (...parts: string[]) => ajv.compile({ $ref: `openapi.json#/${pointer(...parts)}` })
+
+const examples: Record<string, unknown> = {}
+
+/** Arrays cut to two items (and objects keyed by card id to two keys): an example, not a dump. */
+function trimmed(value: unknown): unknown {
+  if (Array.isArray(value)) return value.slice(0, 2).map(trimmed)
+  if (value === null || typeof value !== 'object') return value
+  const entries = Object.entries(value)
+  const byId = entries.length > 2 && entries.every(([name]) => /^\d+$/.test(name))
+  return Object.fromEntries((byId ? entries.slice(0, 2) : entries).map(([name, item]) => [name, trimmed(item)]))
+}
+
+describe('the OpenAPI document', () => {
+  test('is a valid OpenAPI 3.1 document', async () => {
+    const result = await new Validator().validate(doc)
+    expect(result.errors).toBeUndefined()
+    expect(result.valid).toBe(true)
+    expect(doc.openapi).toStartWith('3.1.')
+  })
+
+  test('every $ref resolves inside the document', () => {
+    const refs: string[] = []
+    const walk = (node: Json) => {
+      if (node === null || typeof node !== 'object') return
+      if (typeof node.$ref === 'string') refs.push(node.$ref)
+      Object.values(node).forEach(walk)
+    }
+    walk(doc)
+    expect(refs.length).toBeGreaterThan(20)
+    for (const ref of refs) {
+      expect(ref).toStartWith('#/')
+      const target = ref
+        .slice(2)
+        .split('/')
+        .reduce((node: Json, part) => node?.[part.replaceAll('~1', '/').replaceAll('~0', '~')], doc)
+      expect(target, ref).toBeObject()
+    }
+    const ids: string[] = []
+    const findIds = (node: Json) => {
+      if (node === null || typeof node !== 'object') return
+      if ('$id' in node) ids.push(node.$id)
+      Object.values(node).forEach(findIds)
+    }
+    findIds(doc)
+    expect(ids).toEqual([])
+  })
+
+  test('names the package version and a server', async () => {
+    const { version } = await Bun.file(join(import.meta.dir, '../../package.json')).json()
+    expect(doc.info.version).toBe(version)
+    expect(doc.servers).toEqual([{ url: '/', description: expect.any(String) }])
+  })
+
+  test('describes every operation and parameter, and types integers as integer', () => {
+    expect(operations.length).toBeGreaterThanOrEqual(31)
+    for (const { id, operation } of operations) {
+      expect(operation.summary, id).toBeString()
+      expect(operation.description?.length ?? 0, `${id} has no description`).toBeGreaterThan(20)
+      for (const parameter of operation.parameters ?? []) {
+        expect(parameter.description?.length ?? 0, `${id} ${parameter.name} has no description`).toBeGreaterThan(5)
+        expect(parameter.schema.multipleOf, `${id} ${parameter.name}`).toBeUndefined()
+      }
+    }
+    const idParameter = doc.paths['/v1/cards/{id}'].get.parameters.find((p: Json) => p.name === 'id')
+    expect(idParameter.schema.type).toBe('integer')
+  })
+
+  test('states what each operation needs: the tier of a key, the session cookie, or nothing', () => {
+    for (const { id, operation } of operations) {
+      const schemes = (operation.security ?? []).flatMap((scheme: Json) => Object.keys(scheme))
+      if (schemes.includes('ApiKey')) {
+        expect(TIERS.map((tier) => TIER_POLICY[tier].label), id).toContain(operation['x-min-tier'])
+        expect(operation.description, id).toStartWith('**Auth:** an API key on ')
+      } else if (schemes.includes('Session')) {
+        expect(operation.description, id).toStartWith('**Auth:** the `session` cookie')
+      } else {
+        expect(operation['x-min-tier'], id).toBeUndefined()
+      }
+    }
+    expect(doc.paths['/v1/bulk/history'].get['x-min-tier']).toBe('Business')
+    expect(doc.paths['/v1/sets/{id}/prices'].get.description).toContain('the **Pro** tier or higher')
+  })
+
+  test('gives every success answer an example that fits its schema', () => {
+    for (const { id, operation } of operations) {
+      const status = operation.responses['200'] ? '200' : '201'
+      const media = operation.responses[status]?.content?.['application/json']
+      expect(media?.example, `${id} has no example`).toBeDefined()
+      const validate = schemaAt('paths', id.slice(id.indexOf(' ') + 1), id.split(' ')[0]!.toLowerCase(), 'responses', status, 'content', 'application/json', 'schema')
+      expect(validate(media.example) ? [] : validate.errors, id).toEqual([])
+    }
+  })
+})
+
+describe('every declared answer of every operation matches the document', () => {
+  test('each operation has a success call in this test', () => {
+    expect(operations.map(({ id }) => id).filter((id) => !SUCCESS[id])).toEqual([])
+  })
+
+  for (const { id, operation } of operations) {
+    const [method, path] = id.split(' ') as [string, string]
+    for (const status of Object.keys(operation.responses).map(Number)) {
+      if (id === 'POST /v1/auth/login' && status === 429) continue // its own test below: it takes repeated failures
+      const needsRedis = status === 429 && SUCCESS[id]?.key !== undefined
+      test.skipIf(needsRedis && !TEST_REDIS_URL)(`${id} → ${status}`, async () => {
+        const call = await callFor(id, operation, status)
+        expect(call, `no call in this test yields ${status}`).toBeDefined()
+        const response = await send(call!, operation)
+        const text = await response.text()
+        expect({ status: response.status, body: text.slice(0, 300) }).toMatchObject({ status })
+        const declared = operation.responses[String(status)]
+        for (const header of Object.keys(declared.headers ?? {})) {
+          expect(response.headers.get(header), `header ${header}`).not.toBeNull()
+        }
+        if (!declared.content) {
+          expect(text).toBe('')
+          return
+        }
+        const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim()
+        expect(Object.keys(declared.content)).toContain(mediaType)
+        if (mediaType !== 'application/json') return
+        const body = JSON.parse(text)
+        const validate = schemaAt('paths', path, method.toLowerCase(), 'responses', String(status), 'content', mediaType, 'schema')
+        expect(validate(body) ? [] : validate.errors).toEqual([])
+        if (status < 300) examples[id] = trimmed(body)
+      }, 20_000)
+    }
+  }
+
+  test('the login refusal after repeated failures matches the document', async () => {
+    const operation = doc.paths['/v1/auth/login'].post
+    const guess = { method: 'POST', path: '/v1/auth/login', ...json({ email: accounts.hobby.email, password: 'a wrong guess' }) }
+    let response: Response | undefined
+    for (let attempt = 0; attempt < 11 && response?.status !== 429; attempt++) response = await send(guess, operation)
+    expect(response!.status).toBe(429)
+    expect(response!.headers.get('retry-after')).not.toBeNull()
+    const validate = schemaAt('paths', '/v1/auth/login', 'post', 'responses', '429', 'content', 'application/json', 'schema')
+    expect(validate(await response!.json()) ? [] : validate.errors).toEqual([])
+  }, 30_000)
+
+  test('the other media types a success answer lists are what the operation sends', async () => {
+    let checked = 0
+    for (const { id, operation } of operations) {
+      const [method, path] = id.split(' ') as [string, string]
+      const status = operation.responses['200'] ? '200' : '201'
+      for (const type of Object.keys(operation.responses[status].content ?? {}).filter((type) => type !== 'application/json')) {
+        const success = SUCCESS[id]!
+        const call =
+          type === 'text/csv'
+            ? { ...success, path: `${success.path}${success.path.includes('?') ? '&' : '?'}format=csv` }
+            : { ...success, headers: { ...success.headers, accept: type } }
+        const response = await send(call, operation)
+        expect(response.status, `${id} as ${type}`).toBe(Number(status))
+        expect(response.headers.get('content-type')?.split(';')[0], id).toBe(type)
+        const bytes = new Uint8Array(await response.arrayBuffer())
+        const body = type.includes('msgpack') ? unpack(bytes) : new TextDecoder().decode(bytes)
+        const validate = schemaAt('paths', path, method.toLowerCase(), 'responses', status, 'content', type, 'schema')
+        expect(validate(body) ? [] : validate.errors, `${id} as ${type}`).toEqual([])
+        checked++
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(7)
+  })
+
+  if (process.env.UPDATE_EXAMPLES === '1') {
+    afterAll(() => {
+      if (Object.keys(examples).length !== operations.length) throw new Error('not every operation answered: examples left as they were')
+      const sorted = Object.fromEntries(Object.entries(examples).sort(([a], [b]) => a.localeCompare(b)))
+      writeFileSync(join(import.meta.dir, '../../src/modules/docs/examples.json'), `${JSON.stringify(sorted, null, 2)}\n`)
+    })
+  }
+})
