@@ -44,15 +44,16 @@ const textOf = (html: string) => html.replace(/<[^>]+>/g, '').replaceAll('&quot;
 
 describe.skipIf(!haveChromium)('the docs page in a browser', () => {
   for (const path of ['/docs', '/docs/']) {
-    test(`${path} renders every operation offline, with no resolver errors`, async () => {
+    test(`${path} renders every operation offline, from the app's own assets and document`, async () => {
       const dom = await render(path)
       expect(dom).toContain('Trading Card Catalog and Price API')
       expect(dom.match(/class="opblock /g)?.length ?? 0).toBeGreaterThanOrEqual(31)
-      expect(dom).not.toContain('Resolver error')
       expect(dom).not.toContain('Failed to load API definition')
     }, 30_000)
   }
 
+  // Unresolvable references are the contract test's to catch; here, what a reader sees: the 200
+  // example is the answer (it once showed the error envelope).
   test("an operation's 200 example is its real answer, not the error envelope", async () => {
     const dom = await render('/docs/#/Cards/getV1CardsByIdPrices')
     const operation = dom.slice(dom.indexOf('id="operations-Cards-getV1CardsByIdPrices"'))
