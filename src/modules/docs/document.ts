@@ -20,13 +20,17 @@ type Json = any
 
 const LOWEST_TIER = TIER_POLICY[TIERS[0]].label
 
+// Statuses of routes that take neither a key nor a session (sign-up and login).
 const ERROR_DESCRIPTIONS: Record<string, string> = {
   '400': '`INVALID_PARAMETER`: a parameter or the body is invalid; `details` names each field and what it must be',
+  '401': '`UNAUTHORIZED`: the email or password is wrong',
+  '403': '`FORBIDDEN`: the `Origin` header names another site',
   '404': '`NOT_FOUND`: no such resource (the message names it)',
   '405': '`METHOD_NOT_ALLOWED`: the path exists under other methods (`Allow` lists them)',
   '409': '`CONFLICT`: the request conflicts with what exists (the message says how)',
   '413': '`PAYLOAD_TOO_LARGE`',
   '415': '`UNSUPPORTED_MEDIA_TYPE`: the body must be JSON (`Content-Type: application/json`)',
+  '429': '`TOO_MANY_ATTEMPTS`: too many failed logins for this email or address; `Retry-After` says when to try again',
   '503': '`SERVICE_UNAVAILABLE`: a dependency is down; try again later',
 }
 const KEY_ERROR_DESCRIPTIONS: Record<string, string> = {
