@@ -26,12 +26,9 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   '401': '`UNAUTHORIZED`: the email or password is wrong',
   '403': '`FORBIDDEN`: the `Origin` header names another site',
   '404': '`NOT_FOUND`: no such resource (the message names it)',
-  '405': '`METHOD_NOT_ALLOWED`: the path exists under other methods (`Allow` lists them)',
   '409': '`CONFLICT`: the request conflicts with what exists (the message says how)',
-  '413': '`PAYLOAD_TOO_LARGE`',
   '415': '`UNSUPPORTED_MEDIA_TYPE`: the body must be JSON (`Content-Type: application/json`)',
   '429': '`TOO_MANY_ATTEMPTS`: too many failed logins for this email or address; `Retry-After` says when to try again',
-  '503': '`SERVICE_UNAVAILABLE`: a dependency is down; try again later',
 }
 const KEY_ERROR_DESCRIPTIONS: Record<string, string> = {
   '401': '`API_KEY_REQUIRED` (no `X-API-Key` header) or `INVALID_API_KEY` (unknown or revoked key)',

@@ -82,7 +82,10 @@ export function healthRoutes(
         }
       },
       {
-        response: { 200: Readiness, 503: Readiness },
+        response: {
+          200: Readiness,
+          503: Type.Object(Readiness.properties, { description: '`not_ready`: the database fails, the catalog is empty or no snapshot exists yet' }),
+        },
         detail: {
           tags: ['Health'],
           summary: 'Readiness: can this node serve?',
