@@ -1,7 +1,7 @@
 import { invalidQuery } from './errors'
+import { MAX_ID } from './model'
 
 const ID = /^[1-9]\d{0,9}$/
-const MAX_ID = 2147483647
 
 /**
  * The `ids` of a bulk request: comma-separated positive integers (spaces around an id allowed),

@@ -13,7 +13,10 @@ export function LiteralUnion<T extends string>(values: readonly T[], options: Sc
 /** An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`. */
 export const QueryInt = (options: NumberOptions = {}) => Type.Number({ ...options, multipleOf: 1 })
 
-export const Id = Type.Integer({ minimum: 1, maximum: 2147483647, description: 'Positive integer id' })
+/** The largest id: ids are PostgreSQL `integer`s (serial). */
+export const MAX_ID = 2147483647
+
+export const Id = Type.Integer({ minimum: 1, maximum: MAX_ID, description: 'Positive integer id' })
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 timestamp (UTC)' })
 

@@ -230,7 +230,7 @@ export async function resolveNames(db: Database, request: { names: string[]; gam
   const credits = checkResolveItems(request.tier, request.names.length, 'names')
   let gameId: number | undefined
   if (request.game !== undefined) {
-    const game = await catalogRepo.findGameBySlug(db, request.game)
+    const game = await catalogRepo.findGame(db, { slug: request.game })
     if (!game) throw notFound(`Game '${request.game}'`)
     gameId = game.id
   }

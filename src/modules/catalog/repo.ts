@@ -28,10 +28,6 @@ export async function findGamesPage(db: Executor, page: Page): Promise<{ rows: G
   return { rows: [], total: row?.n ?? 0 }
 }
 
-export async function findGameBySlug(db: Executor, slug: string): Promise<GameRecord | undefined> {
-  return findGame(db, { slug })
-}
-
 /** A game named by its slug or by its id. */
 export type GameRef = { slug: string } | { id: number }
 
@@ -88,7 +84,7 @@ export async function findSetsPage(
     const [row] = await db.select({ n: count() }).from(sets)
     return { rows: [], total: row?.n ?? 0 }
   }
-  const game = await findGameBySlug(db, gameSlug)
+  const game = await findGame(db, { slug: gameSlug })
   return game && { rows: [], total: game.setCount }
 }
 

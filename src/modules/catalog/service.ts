@@ -1,6 +1,6 @@
 import type { Database } from '../../db/client'
 import { notFound } from '../../shared/errors'
-import { type Page, pageMeta } from '../../shared/model'
+import { MAX_ID, type Page, pageMeta } from '../../shared/model'
 import { AppError } from '../../shared/errors'
 import type { Card, CardWithPrice, Game, MarketplacePrice, Price, PriceRow, SetCardSort, SetDetail, SetSummary } from './model'
 import type { PriceSnapshot } from '../snapshot/snapshot'
@@ -36,8 +36,6 @@ export async function listGames(db: Database, page: Page) {
   const { rows, total } = await repo.findGamesPage(db, page)
   return { data: rows.map(toGame), meta: pageMeta(page, total) }
 }
-
-const MAX_ID = 2147483647
 
 /**
  * What `:slug` in `/v1/games/:slug` names: an all-digit value is the game's id (the public
