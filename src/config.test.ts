@@ -11,6 +11,10 @@ describe('loadConfig', () => {
       redisUrl: undefined,
       redisKeyPrefix: 'tcg:',
       cookieSecure: false,
+      maxBodyBytes: 1_048_576,
+      requestTimeoutSeconds: 10,
+      databaseConnectTimeoutSeconds: 3,
+      databaseStatementTimeoutSeconds: 5,
       logLevel: 'info',
       demoScale: 'small',
     })
@@ -25,8 +29,13 @@ describe('loadConfig', () => {
       REDIS_URL: 'redis://cache:6379',
       LOG_LEVEL: 'debug',
       DEMO_SCALE: 'large',
+      MAX_BODY_BYTES: '2097152',
+      REQUEST_TIMEOUT_SECONDS: '30',
+      DATABASE_CONNECT_TIMEOUT_SECONDS: '2',
+      DATABASE_STATEMENT_TIMEOUT_SECONDS: '15',
     })
     expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', databaseUrl: 'postgres://u@db:5432/tcg', redisUrl: 'redis://cache:6379', logLevel: 'debug', demoScale: 'large' })
+    expect(config).toMatchObject({ maxBodyBytes: 2_097_152, requestTimeoutSeconds: 30, databaseConnectTimeoutSeconds: 2, databaseStatementTimeoutSeconds: 15 })
     expect(Object.isFrozen(config)).toBe(true)
   })
 

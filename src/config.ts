@@ -20,6 +20,10 @@ const Env = Type.Object({
     expected: 'must be 1 to 64 characters, each a letter, digit, colon, underscore, dot or hyphen',
   }),
   COOKIE_SECURE: Type.Boolean({ default: false }),
+  MAX_BODY_BYTES: Type.Integer({ minimum: 1024, maximum: 67_108_864, default: 1_048_576 }),
+  REQUEST_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 255, default: 10 }),
+  DATABASE_CONNECT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 3 }),
+  DATABASE_STATEMENT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 600, default: 5 }),
   LOG_LEVEL: Type.Union(
     ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -44,6 +48,13 @@ export interface Config {
   redisKeyPrefix: string
   /** Adds `Secure` to the session cookie: set it whenever the service is reached over HTTPS. */
   cookieSecure: boolean
+  /** Larger request bodies are refused with 413 before they are read. */
+  maxBodyBytes: number
+  /** A connection idle this long (a stalled body, a silent client) is closed. */
+  requestTimeoutSeconds: number
+  /** PostgreSQL: how long to wait for a connection, and for one statement of a request. */
+  databaseConnectTimeoutSeconds: number
+  databaseStatementTimeoutSeconds: number
   logLevel: LogLevel
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
@@ -86,6 +97,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisUrl: parsed.REDIS_URL,
     redisKeyPrefix: parsed.REDIS_KEY_PREFIX,
     cookieSecure: parsed.COOKIE_SECURE,
+    maxBodyBytes: parsed.MAX_BODY_BYTES,
+    requestTimeoutSeconds: parsed.REQUEST_TIMEOUT_SECONDS,
+    databaseConnectTimeoutSeconds: parsed.DATABASE_CONNECT_TIMEOUT_SECONDS,
+    databaseStatementTimeoutSeconds: parsed.DATABASE_STATEMENT_TIMEOUT_SECONDS,
     logLevel: parsed.LOG_LEVEL as LogLevel,
     demoScale: parsed.DEMO_SCALE,
   })
