@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from './deps'
 import { rateLimitOf } from './modules/auth/guard'
 import { authRoutes } from './modules/auth/routes'
-import { createAuthRuntime } from './modules/auth/runtime'
+import { type AuthDeps, createAuthRuntime } from './modules/auth/runtime'
 import { bulkRoutes } from './modules/bulk/routes'
 import { catalogRoutes } from './modules/catalog/routes'
 import { docsRoutes } from './modules/docs/routes'
@@ -12,9 +12,12 @@ import { pricesRoutes } from './modules/prices/routes'
 import { searchRoutes } from './modules/search/routes'
 import { snapshotStore } from './modules/snapshot/store'
 import { registerFormats } from './shared/formats'
-import { errorHandler } from './shared/http'
+import { errorHandler, lastResortErrorResponse } from './shared/http'
+import { requestRules } from './shared/request-rules'
 
-export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & { config: Pick<Deps['config'], 'cookieSecure'> }
+export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & {
+  config: Pick<Deps['config'], 'cookieSecure' | 'maxBodyBytes' | 'requestTimeoutSeconds'>
+} & Pick<AuthDeps, 'keyCache'>
 
 /**
  * Builds the whole HTTP app without listening, so tests can serve it on any port. The auth
@@ -25,7 +28,22 @@ export function createApp(deps: AppDeps) {
   registerFormats()
   const auth = createAuthRuntime(deps)
   const snapshots = snapshotStore(deps)
-  const app = new Elysia()
+  const { maxBodyBytes, requestTimeoutSeconds } = deps.config
+  const app = new Elysia({
+    // Wherever the app is served (index.ts, tests), as Bun.serve options.
+    serve: {
+      // Never Bun's development error page, whatever NODE_ENV says.
+      development: false,
+      error: lastResortErrorResponse(deps.logger),
+      // A connection silent this long (a stalled body, an idle client) is closed.
+      idleTimeout: requestTimeoutSeconds,
+      // A backstop only: request-rules refuses bodies over maxBodyBytes with the envelope first (a
+      // declared length before reading, a chunked body as it is read), while Bun refuses a declared
+      // length over its own limit with a bare 413 before the app sees the request.
+      maxRequestBodySize: 2 * maxBodyBytes,
+    },
+  })
+    .use(requestRules({ maxBodyBytes }))
     .use(
       errorHandler(deps.logger, {
         allowedMethods: (path) => allowedMethods(path),

@@ -76,7 +76,7 @@ async function main(argv: string[]) {
   }
 
   const config = loadConfig()
-  const deps = await createDeps(config)
+  const deps = await createDeps(config, {}, { statementTimeout: false })
   try {
     await deps.database.migrate()
     if (command === 'seed') {

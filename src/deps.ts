@@ -35,10 +35,25 @@ export function redisOptions(keyPrefix: string): RedisOptions {
   }
 }
 
-export async function createDeps(config: Readonly<Config>, overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {}): Promise<Deps> {
+export interface DepsOptions {
+  /**
+   * Whether each statement is held to DATABASE_STATEMENT_TIMEOUT_SECONDS (default true). The CLI
+   * sets false: its seeds and syncs are jobs an operator waits for, not requests.
+   */
+  statementTimeout?: boolean
+}
+
+export async function createDeps(
+  config: Readonly<Config>,
+  overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {},
+  options: DepsOptions = {},
+): Promise<Deps> {
   const logger = overrides.logger ?? createLogger(config.logLevel)
   const clock = overrides.clock ?? systemClock
-  const database = await openDatabase(config)
+  const database = await openDatabase({
+    ...config,
+    databaseStatementTimeoutSeconds: (options.statementTimeout ?? true) ? config.databaseStatementTimeoutSeconds : undefined,
+  })
   let redis: Redis | undefined
   if (config.redisUrl) {
     const { default: IORedis } = await import('ioredis')

@@ -1,7 +1,8 @@
 import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import type { ExtractTablesWithRelations, SQL } from 'drizzle-orm'
-import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core'
+import { type ExtractTablesWithRelations, is, type SQL, sql } from 'drizzle-orm'
+import { PostgresJsSession } from 'drizzle-orm/postgres-js/session'
+import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTransaction } from 'drizzle-orm/pg-core'
 import * as schema from './schema'
 
 export type Schema = typeof schema
@@ -29,18 +30,80 @@ export async function selectRows<T>(db: Executor, query: SQL): Promise<T[]> {
 
 const MIGRATIONS_FOLDER = resolve(import.meta.dir, '../../drizzle')
 
+export interface PostgresOptions {
+  max?: number
+  /** How long opening a connection may take; postgres.js waits 30 s by default, which a request cannot. */
+  connectTimeoutSeconds?: number
+  /**
+   * The server cancels any statement running longer (SQLSTATE 57014). Unset: no limit. Jobs reading
+   * or writing the whole catalog lift it for their own work (`liftStatementTimeout`).
+   */
+  statementTimeoutSeconds?: number
+}
+
 /** PostgreSQL through postgres.js. */
-export async function openPostgres(url: string, options: { max?: number } = {}): Promise<DatabaseHandle> {
+export async function openPostgres(url: string, options: PostgresOptions = {}): Promise<DatabaseHandle> {
   const { default: postgres } = await import('postgres')
   const { drizzle } = await import('drizzle-orm/postgres-js')
   const { migrate } = await import('drizzle-orm/postgres-js/migrator')
-  const client = postgres(url, { max: options.max ?? 10, onnotice: () => {} })
+  const connect = { onnotice: () => {}, ...(options.connectTimeoutSeconds !== undefined && { connect_timeout: options.connectTimeoutSeconds }) }
+  const client = postgres(url, {
+    ...connect,
+    max: options.max ?? 10,
+    // postgres.js waits 3^failures / 100 s (up to 20 s) before reopening a connection after
+    // failures: in an outage the requests queued on it would wait that long, and recovery would
+    // lag as much. Half a second at most still spares a server that is coming back.
+    backoff: (failures: number) => Math.min(0.01 * 2 ** failures, 0.5),
+    // A startup parameter: it is the session default, so SET LOCAL lifts it and RESET restores it.
+    ...(options.statementTimeoutSeconds !== undefined && { connection: { statement_timeout: options.statementTimeoutSeconds * 1000 } }),
+  })
   const db = drizzle(client, { schema })
   return {
     db,
     driver: 'postgres',
-    migrate: () => migrate(db, { migrationsFolder: MIGRATIONS_FOLDER }),
+    // On a connection of its own without the statement timeout: a migration building an index on
+    // a large table may take minutes, and drizzle's migrator leaves no way to SET LOCAL in its transaction.
+    async migrate() {
+      const migrator = postgres(url, { ...connect, max: 1 })
+      try {
+        await migrate(drizzle(migrator, { schema }), { migrationsFolder: MIGRATIONS_FOLDER })
+      } finally {
+        await migrator.end({ timeout: 5 })
+      }
+    },
     close: () => client.end({ timeout: 5 }),
+  }
+}
+
+/**
+ * Lifts the statement timeout for the rest of the transaction: for jobs (a sync, a snapshot build)
+ * whose statements read or write the whole catalog and may rightly run longer than a request's.
+ */
+export async function liftStatementTimeout(tx: Transaction): Promise<void> {
+  await tx.execute(sql`set local statement_timeout = 0`)
+}
+
+/**
+ * Runs statements that cannot run in a transaction (VACUUM), so cannot use `liftStatementTimeout`,
+ * without the statement timeout: on one reserved postgres.js connection whose timeout is restored
+ * before it goes back to the pool. PGlite has no timeout and runs them as they are.
+ */
+export async function runWithoutStatementTimeout(db: Database, statements: SQL[]): Promise<void> {
+  const session = db._.session
+  if (!is(session, PostgresJsSession)) {
+    for (const statement of statements) await db.execute(statement)
+    return
+  }
+  const reserved = await session.client.reserve()
+  try {
+    await reserved.unsafe('set statement_timeout = 0')
+    for (const statement of statements) {
+      const query = new PgDialect().sqlToQuery(statement)
+      await reserved.unsafe(query.sql, query.params as never[])
+    }
+  } finally {
+    await reserved.unsafe('reset statement_timeout').catch(() => {})
+    reserved.release()
   }
 }
 
@@ -137,7 +200,20 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** The configured database: PostgreSQL when a URL is given, embedded PGlite under `dataDir` otherwise. */
-export function openDatabase(options: { databaseUrl: string | undefined; dataDir: string }): Promise<DatabaseHandle> {
-  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite({ dataDir: options.dataDir })
+/**
+ * The configured database: PostgreSQL when a URL is given, embedded PGlite under `dataDir` otherwise
+ * (in process: nothing to time out). Without `databaseStatementTimeoutSeconds`, statements run unbounded.
+ */
+export function openDatabase(options: {
+  databaseUrl: string | undefined
+  dataDir: string
+  databaseConnectTimeoutSeconds: number
+  databaseStatementTimeoutSeconds: number | undefined
+}): Promise<DatabaseHandle> {
+  return options.databaseUrl
+    ? openPostgres(options.databaseUrl, {
+        connectTimeoutSeconds: options.databaseConnectTimeoutSeconds,
+        statementTimeoutSeconds: options.databaseStatementTimeoutSeconds,
+      })
+    : openPglite({ dataDir: options.dataDir })
 }

@@ -1,9 +1,11 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, ValidationError } from 'elysia'
 import type { Logger } from 'pino'
+import { databaseUnavailable, isDatabaseUnavailable } from '../db/errors'
 import { AppError, type ErrorDetail } from './errors'
 import { describeExpectation } from './expectation'
 import { PARAM_IN } from './model'
+import { RefusedBody } from './request-rules'
 
 interface ValueErrorLike {
   path: string
@@ -61,12 +63,21 @@ export function errorHandler(
   return new Elysia({ name: 'error-handler' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     let appError: AppError
     if (error instanceof AppError) appError = error
+    // A body refused by request-rules on a route whose guard did not judge it first.
+    else if (error instanceof ValidationError && error.value instanceof RefusedBody) appError = error.value.error
     // A response that fails its own schema is our bug, not the client's: it falls through to 500.
     else if (error instanceof ValidationError && error.type !== 'response') appError = validationToAppError(error)
+    // A refusal thrown while the body was read (413), which Elysia wraps.
+    else if (code === 'PARSE' && error.cause instanceof AppError) appError = error.cause
     else if (code === 'NOT_FOUND') {
-      const path = new URL(request.url).pathname
-      const allowed = hooks.allowedMethods(path)
-      if (allowed.length > 0 && !allowed.includes(request.method)) {
+      // Only an origin-form target (`/path`) or an absolute one has a path: `CONNECT host:port` has none.
+      const path = URL.parse(request.url)?.pathname
+      const allowed = path === undefined ? [] : hooks.allowedMethods(path)
+      if (path === undefined) {
+        appError = new AppError('INVALID_PARAMETER', `The request target must be a path, not ${request.url}`, [
+          { field: 'target', message: 'must be a path' },
+        ])
+      } else if (allowed.length > 0 && !allowed.includes(request.method)) {
         set.headers.allow = allowed.join(', ')
         appError = new AppError('METHOD_NOT_ALLOWED', `Method ${request.method} is not allowed on ${path}`)
       } else appError = new AppError('NOT_FOUND', `No route for ${request.method} ${path}`)
@@ -74,6 +85,10 @@ export function errorHandler(
       appError = new AppError('INVALID_PARAMETER', 'The request body could not be parsed', [
         { field: 'body', message: 'is not valid for its content type' },
       ])
+    } else if (isDatabaseUnavailable(error)) {
+      // Not our bug: the database is down or too slow. The client can retry; the log says why.
+      logger.warn({ err: error, method: request.method, url: request.url }, 'database unavailable')
+      appError = databaseUnavailable()
     } else {
       logger.error({ err: error, method: request.method, url: request.url }, 'unhandled error')
       appError = new AppError('INTERNAL_ERROR', 'Internal server error')
@@ -82,4 +97,19 @@ export function errorHandler(
     if (appError.headers) Object.assign(set.headers, appError.headers)
     return { ...appError.toBody(), ...hooks.extraBody?.(request) }
   })
+}
+
+/**
+ * Bun's `error` option: answers what escapes Elysia's handler (an error thrown by the handler
+ * itself) with the envelope, where Bun would otherwise send its development page (stack, source,
+ * paths) whenever NODE_ENV is not `production`.
+ */
+export function lastResortErrorResponse(logger: Logger) {
+  return (error: Error) => {
+    logger.error({ err: error }, 'error escaped the error handler')
+    return new Response(JSON.stringify(new AppError('INTERNAL_ERROR', 'Internal server error').toBody()), {
+      status: 500,
+      headers: { 'content-type': JSON_CONTENT_TYPE },
+    })
+  }
 }

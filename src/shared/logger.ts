@@ -5,7 +5,8 @@ export type { Logger }
 
 /**
  * JSON logs to stdout. Credentials are redacted at the logger, so a careless `log.info({ headers })`
- * can never write a key, cookie or password.
+ * can never write a key, cookie or password, and errors are logged without the values bound to
+ * their queries (see serializeError).
  */
 export function createLogger(level: LogLevel, destination?: pino.DestinationStream): Logger {
   const options: pino.LoggerOptions = {
@@ -26,6 +27,39 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
       ],
       censor: '[redacted]',
     },
+    serializers: { err: serializeError },
   }
   return destination ? pino(options, destination) : pino(options)
+}
+
+/**
+ * Fields of driver errors that carry the values a query was run with: drizzle's `params`,
+ * postgres.js's `parameters` and `args` (enumerable in its debug mode), and PostgreSQL's `detail`
+ * ("Key (email)=(…) already exists"). An email, a password hash or the digest of a key or session
+ * token bound to a failed query must not reach the log.
+ */
+const VALUE_FIELDS = new Set(['params', 'parameters', 'args', 'detail'])
+
+/** drizzle's DrizzleQueryError message: "Failed query: <sql>\nparams: <values>". The SQL keeps placeholders. */
+const DRIZZLE_PARAMS = /\nparams: [\s\S]*$/
+
+/**
+ * pino's error serializer, then without query values, at every level: each `cause` is serialized
+ * the same way (pino's own folds causes into the message and stack, values included).
+ */
+export function serializeError(error: unknown, depth = 0): unknown {
+  if (!(error instanceof Error) || depth > 8) return error
+  const serialized = pino.stdSerializers.err(error) as unknown as Record<string, unknown>
+  const message = error.message.replace(DRIZZLE_PARAMS, '')
+  const out: Record<string, unknown> = { type: serialized.type, message }
+  const stack = typeof error.stack === 'string' ? error.stack.replace(error.message, () => message) : undefined
+  if (stack !== undefined) out.stack = stack
+  for (const name of Object.keys(serialized)) {
+    if (name in out || name === 'raw' || name === 'cause' || name === 'aggregateErrors' || VALUE_FIELDS.has(name)) continue
+    const value = (error as unknown as Record<string, unknown>)[name]
+    out[name] = value instanceof Error ? serializeError(value, depth + 1) : value
+  }
+  if (error.cause !== undefined) out.cause = serializeError(error.cause, depth + 1)
+  if (error instanceof AggregateError) out.aggregateErrors = error.errors.map((inner) => serializeError(inner, depth + 1))
+  return out
 }

@@ -6,7 +6,10 @@ import Ajv2020 from 'ajv/dist/2020'
 import addFormats from 'ajv-formats'
 import { sql } from 'drizzle-orm'
 import { unpack } from 'msgpackr'
+import { loadConfig } from '../../src/config'
+import { openPostgres } from '../../src/db/client'
 import { createKey } from '../../src/modules/auth/keys'
+import { SIGNUP_THROTTLE } from '../../src/modules/auth/login-throttle'
 import { TIER_POLICY, type Tier, TIERS } from '../../src/modules/auth/tiers'
 import { utcDate } from '../../src/shared/clock'
 import { accountWithKey, type TestAccount, testRedis } from '../helpers/auth'
@@ -28,6 +31,10 @@ const server = startServer({ db: database.db, redis, logger: testLogger })
 await server.ready()
 // A database without a catalog, for the 503 of /ready.
 const emptyServer = startServer({ db: (await freshDatabase('empty')).db, redis: undefined, logger: testLogger })
+// A database nobody listens for (port 1 refuses at once), for the 503 every API operation declares.
+const unreachable = await openPostgres('postgres://postgres@127.0.0.1:1/none', { connectTimeoutSeconds: 1 })
+const outageServer = startServer({ db: unreachable.db, redis: undefined, logger: testLogger })
+afterAll(() => unreachable.close())
 
 const doc: Json = await (await server.get('/openapi.json')).json()
 
@@ -50,6 +57,7 @@ const [fixture] = await selectRows<{ game_slug: string; set_id: number; card_id:
 )
 const { game_slug: gameSlug, set_id: setId, card_id: cardId, marketplace_id: marketplaceId, card_name: cardName } = fixture!
 const UNKNOWN = 999_999_999
+const MAX_BODY_BYTES = loadConfig({}).maxBodyBytes
 
 /** A request: `key` is a tier's key, `min` the tier the operation states, `below` the one under it. */
 interface Call {
@@ -181,8 +189,10 @@ async function callFor(id: string, operation: Json, status: number): Promise<Cal
   if (status === 401) return keyed ? { ...success, key: undefined } : success.cookie ? { ...success, cookie: undefined } : undefined
   if (status === 403 && keyed) return { ...success, key: 'below' }
   if (status === 403) return { ...success, headers: { ...success.headers, origin: 'https://elsewhere.example' } }
+  if (status === 413) return { ...success, body: JSON.stringify(success.body) + ' '.repeat(MAX_BODY_BYTES) }
   if (status === 415) return { ...success, body: 'name=x', headers: { 'content-type': 'text/plain' } }
   if (status === 429 && keyed) return { ...success, key: 'exhausted' }
+  if (status === 503) return { ...success, base: outageServer.base }
   if (status === 304) {
     const first = await send(success, operation)
     await first.arrayBuffer()
@@ -298,7 +308,8 @@ describe('every declared answer of every operation matches the document', () => 
   for (const { id, operation } of operations) {
     const [method, path] = id.split(' ') as [string, string]
     for (const status of Object.keys(operation.responses).map(Number)) {
-      if (id === 'POST /v1/auth/login' && status === 429) continue // its own test below: it takes repeated failures
+      // Their own tests below: they take repeated attempts.
+      if ((id === 'POST /v1/auth/login' || id === 'POST /v1/auth/signup') && status === 429) continue
       const needsRedis = status === 429 && SUCCESS[id]?.key !== undefined
       test.skipIf(needsRedis && !TEST_REDIS_URL)(`${id} → ${status}`, async () => {
         const call = await callFor(id, operation, status)
@@ -335,6 +346,18 @@ describe('every declared answer of every operation matches the document', () => 
     const validate = schemaAt('paths', '/v1/auth/login', 'post', 'responses', '429', 'content', 'application/json', 'schema')
     expect(validate(await response!.json()) ? [] : validate.errors).toEqual([])
   }, 30_000)
+
+  test('the sign-up refusal after too many sign-ups from an address matches the document', async () => {
+    const operation = doc.paths['/v1/auth/signup'].post
+    let response: Response | undefined
+    for (let attempt = 0; attempt <= SIGNUP_THROTTLE.refuseAt && response?.status !== 429; attempt++) {
+      response = await send({ method: 'POST', path: '/v1/auth/signup', ...json({ email: `throttled-${attempt}@example.com`, password: 'a long enough password' }) }, operation)
+    }
+    expect(response!.status).toBe(429)
+    expect(response!.headers.get('retry-after')).not.toBeNull()
+    const validate = schemaAt('paths', '/v1/auth/signup', 'post', 'responses', '429', 'content', 'application/json', 'schema')
+    expect(validate(await response!.json()) ? [] : validate.errors).toEqual([])
+  })
 
   test('the other media types a success answer lists are what the operation sends', async () => {
     let checked = 0

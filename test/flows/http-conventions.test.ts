@@ -107,6 +107,8 @@ describe('every JSON answer says application/json;charset=utf-8', () => {
     ['set export of an unknown set', '/v1/export/set/2147483647', keyed, 404],
     ['bulk resolve', '/v1/bulk/resolve/marketplace', post('{"ids":[1]}', { 'x-api-key': business.key }), 200],
     ['bulk resolve, malformed JSON', '/v1/bulk/resolve/marketplace', post('{"ids":', { 'x-api-key': business.key }), 400],
+    ['bulk resolve, not JSON', '/v1/bulk/resolve/marketplace', post('{"ids":[1]}', { 'x-api-key': business.key, 'content-type': 'text/plain' }), 415],
+    ['bulk resolve, too large', '/v1/bulk/resolve/marketplace', post(`{"ids":[1]}${' '.repeat(2 ** 20)}`, { 'x-api-key': business.key }), 413],
     ['usage', '/v1/usage', keyed, 200],
     ['who am I, no session', '/v1/auth/me', {}, 401],
     ['who am I', '/v1/auth/me', { headers: { cookie: business.cookie } }, 200],

@@ -1,12 +1,15 @@
 import { afterAll } from 'bun:test'
 import { type App, type AppDeps, appReady, createApp, stopApp } from '../../src/app'
+import { loadConfig } from '../../src/config'
 import { accountWithKey } from './auth'
 import { freshDatabase, testClock, testLogger } from './db'
 
-/** AppDeps where the clock (default: TEST_NOW) and config (default: no Secure cookie) may be left out. */
-export type TestAppDeps = Omit<AppDeps, 'clock' | 'config'> & Partial<Pick<AppDeps, 'clock' | 'config'>>
+/** AppDeps where the clock (default: TEST_NOW) and any config entry (default: the service's, no Secure cookie) may be left out. */
+export type TestAppDeps = Omit<AppDeps, 'clock' | 'config'> & Partial<Pick<AppDeps, 'clock'>> & { config?: Partial<AppDeps['config']> }
 
-export const appDeps = (deps: TestAppDeps): AppDeps => ({ clock: testClock, config: { cookieSecure: false }, ...deps })
+const DEFAULT_CONFIG = loadConfig({})
+
+export const appDeps = ({ config, ...deps }: TestAppDeps): AppDeps => ({ clock: testClock, ...deps, config: { ...DEFAULT_CONFIG, ...config } })
 
 export interface TestServer {
   base: string

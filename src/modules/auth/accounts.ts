@@ -46,21 +46,27 @@ export async function startSession(db: Database, accountId: number, now: Date): 
   return { token: raw, expiresAt }
 }
 
-/** Checks the password (throttled per email and address) and opens a session. */
+/** A sign-up from `address`: throttled per address, then `createAccount`. */
+export async function signUp(
+  deps: { db: Database; throttle: LoginThrottle },
+  input: { email: string; password: string; address: string },
+): Promise<AccountRow> {
+  await deps.throttle.signup(input.address)
+  return createAccount(deps.db, { email: input.email, password: input.password })
+}
+
+/** Checks the password (throttled per email and address, see login-throttle.ts) and opens a session. */
 export async function login(
   deps: { db: Database; throttle: LoginThrottle },
   input: { email: string; password: string; address: string; now: Date },
 ): Promise<{ account: AccountRow; session: Session }> {
   const email = normalizeEmail(input.email)
-  await deps.throttle.admit(email, input.address)
+  await deps.throttle.attempt(email, input.address)
   const found = await repo.findAccountByEmail(deps.db, email)
   decoyHash ??= hashPassword(crypto.randomUUID())
   const valid = await Bun.password.verify(input.password, found?.passwordHash ?? (await decoyHash))
-  if (!found || !valid) {
-    await deps.throttle.failed(email, input.address)
-    throw new AppError('UNAUTHORIZED', 'Email or password is incorrect')
-  }
-  await deps.throttle.succeeded(email)
+  if (!found || !valid) throw new AppError('UNAUTHORIZED', 'Email or password is incorrect')
+  await deps.throttle.succeeded(email, input.address)
   const { passwordHash: _, ...account } = found
   return { account, session: await startSession(deps.db, account.id, input.now) }
 }

@@ -2,6 +2,7 @@ import { type Static, type TObject, Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { AppError } from '../../shared/errors'
 import { RateLimit } from '../../shared/model'
+import { RefusedBody } from '../../shared/request-rules'
 import { findSession } from './accounts'
 import { type DayCounters, nextUtcMidnight } from './quota'
 import type { AccountRow, KeyIdentity } from './repo'
@@ -13,7 +14,8 @@ export interface ApiKeyRule {
   needs: Capability
   /**
    * Quota units the request costs (default 1). 0 = free and answered even over quota. A function
-   * prices the request from its parsed body (not yet validated) and the caller's tier.
+   * prices the request from its parsed body (not yet validated; a RefusedBody when it will be
+   * refused) and the caller's tier.
    */
   cost?: number | ((request: { body: unknown; tier: Tier }) => number)
 }
@@ -73,54 +75,14 @@ function refuseForeignOrigin(request: Request) {
   }
 }
 
-const NOT_JSON = Symbol('not JSON')
-
-/** The body of a JSON request that did not parse, on routes priced from their body. */
-const UNPARSABLE_BODY = Object.freeze({})
-
 /**
- * The parser of routes priced from their body. Elysia refuses JSON that does not parse before
- * `transform`, so before the key is checked; this one hands `transform` a marker instead, and the
- * 400 comes after the key, tier and quota checks and is charged like any refused request (DESIGN
- * decision 5). Other media types arrive as text and no body as null, which the body schema
- * refuses. It answers every request, so the `json` after it is never run: it only makes OpenAPI
- * list application/json as the body's media type.
+ * Both CSRF rules: a write naming another origin is 403, and its body must be JSON (415 otherwise,
+ * see request-rules.ts): a page can post a form or text to another site without a preflight, never
+ * JSON. A body refused for any other reason is answered here too, before the session is looked up.
  */
-const parsePricedBody = [
-  async ({ request }: { request: Request }, contentType: string) => {
-    if (!contentType) return null
-    const text = await request.text()
-    if (contentType.toLowerCase() !== 'application/json') return text
-    try {
-      return JSON.parse(text) as unknown
-    } catch {
-      return UNPARSABLE_BODY
-    }
-  },
-  'json' as const,
-] as never
-
-/**
- * Part 2: a page can post a form or text to another site without a preflight, never JSON, so
- * these routes read JSON bodies only. The parser marks anything else (Elysia turns a throw here
- * into a 400) and `refuseCrossSiteWrite` answers 415 in `transform`. Declaring the JSON parser also makes
- * OpenAPI list application/json alone.
- */
-const jsonBodiesOnly = [
-  (_context: unknown, contentType: string) => {
-    if (!contentType) return null // no body: nothing to parse
-    if (contentType.toLowerCase() === 'application/json') return undefined // on to the JSON parser
-    return { [NOT_JSON]: contentType }
-  },
-  'json' as const,
-] as never
-
-/** Both CSRF rules: a write naming another origin is 403, a body that is not JSON 415. */
 function refuseCrossSiteWrite(request: Request, body: unknown) {
   refuseForeignOrigin(request)
-  if (body !== null && typeof body === 'object' && NOT_JSON in body) {
-    throw new AppError('UNSUPPORTED_MEDIA_TYPE', `The body must be JSON (Content-Type: application/json), not ${String(body[NOT_JSON])}`)
-  }
+  if (body instanceof RefusedBody) throw body.error
 }
 
 export const SESSION_COOKIE = 'session'
@@ -160,7 +122,6 @@ export function authGuard(auth: AuthRuntime) {
   return new Elysia({ name: 'auth-guard' }).macro({
     apiKey: (rule: ApiKeyRule) => ({
       detail: { security: [{ ApiKey: [] }], ...keyGuardDetail(rule) },
-      ...(typeof rule.cost === 'function' && { parse: parsePricedBody }),
       async transform({ request, set, body }) {
         const raw = request.headers.get('x-api-key')
         if (!raw) throw new AppError('API_KEY_REQUIRED', 'An API key is required: send it in the X-API-Key header')
@@ -205,9 +166,8 @@ export function authGuard(auth: AuthRuntime) {
             )
           }
         }
-        if (body === UNPARSABLE_BODY) {
-          throw new AppError('INVALID_PARAMETER', 'The request body could not be parsed', [{ field: 'body', message: 'is not valid JSON' }])
-        }
+        // Judged only now, so a bad body costs quota like any refused request (DESIGN decision 5).
+        if (body instanceof RefusedBody) throw body.error
         keyAuths.set(request, { identity, policy, now, counters })
       },
       resolve: ({ request }) => ({ apiKey: keyAuths.get(request)! }),
@@ -220,7 +180,6 @@ export function authGuard(auth: AuthRuntime) {
     }),
     session: (required: true) => ({
       detail: { security: [{ Session: [] }] },
-      parse: jsonBodiesOnly,
       async transform({ request, body }) {
         if (!required) return
         refuseCrossSiteWrite(request, body)
@@ -233,7 +192,6 @@ export function authGuard(auth: AuthRuntime) {
       resolve: ({ request }) => ({ session: sessions.get(request)! }),
     }),
     sameOriginJson: (required: true) => ({
-      parse: jsonBodiesOnly,
       transform({ request, body }) {
         if (required) refuseCrossSiteWrite(request, body)
       },

@@ -69,9 +69,13 @@ end
 `
 
 // KEYS[1] the day hash; ARGV: units wanted, limit, TTL, lease id. Grants at most a quarter of
-// what is left, and nothing under MIN_LEASE_UNITS; answers { units granted, used after }.
+// what is left, and nothing under MIN_LEASE_UNITS; answers { units granted, used after }. Nothing
+// on a hash not seeded (quota.ts): a missing one (Redis lost it since the charge) would start from
+// zero, and a provisional one may still be raised to what the database says.
 const GRANT_LUA = `
-local used = tonumber(redis.call('HGET', KEYS[1], 'used') or '0')
+local state = redis.call('HMGET', KEYS[1], 'used', 'unseeded')
+if not state[1] or state[2] then return { 0, 0 } end
+local used = tonumber(state[1])
 local units = math.min(tonumber(ARGV[1]), math.floor((tonumber(ARGV[2]) - used) / 4))
 if units < ${MIN_LEASE_UNITS} then return { 0, used } end
 local t = redis.call('TIME')

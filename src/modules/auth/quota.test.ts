@@ -74,7 +74,7 @@ describe('quota stores', () => {
     const redis = (await testRedis())!
     const store = redisQuotaStore(redis)
     await exactness(store, 7)
-    expect((await charge(store, 9, 101)).admitted).toBe(false) // a refused first charge creates the day's hash too
+    expect((await charge(store, 9, 101)).admitted).toBe(false) // a refused first charge seeds the day's hash too
     for (const accountId of [7, 9]) {
       const ttl = await redis.ttl(`quota:2026-11-20:${accountId}`)
       expect(ttl).toBeGreaterThan(12 * 3600) // noon: twelve hours left in the day, plus the retention margin

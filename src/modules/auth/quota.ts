@@ -44,56 +44,105 @@ export function nextUtcMidnight(now: Date): Date {
 /** Counters outlive their day by this much, so a late flush or a usage read at 00:00:01 still finds them. */
 const RETENTION_AFTER_DAY_S = 3_600
 
+/**
+ * Where a day's counters come from when Redis has none: after Redis lost its data, and on each
+ * account's first request of a day. `complete` is false when only part of the day could be known
+ * (the database could not be read, or was not asked: `readStored` false while it is away): the
+ * hash is then provisional and seeded again later.
+ */
+export type DaySeed = (
+  accountId: number,
+  day: string,
+  readStored: boolean,
+) => Promise<{ used: number; rejected: number; liveRefreshes: number; complete: boolean }>
+
 function emptyCounters(): DayCounters {
   return { used: 0, rejected: 0, liveRefreshes: 0, byKey: new Map() }
 }
 
 // Atomic in Redis: N concurrent charges against quota Q admit exactly min(N, Q). One call carries
 // a batch of charges (see the group commit below; KEYS[i] is charge i's day hash, ARGV holds cost,
-// limit, TTL and key field per charge); each is checked and counted in order, as if alone, and the
+// limit and key field per charge); each is checked and counted in order, as if alone, and the
 // answer is a flat list of (status, value) pairs: (1, used) admitted, (0, used) refused, (2, ms)
 // not judged yet because a live lease of the account may still hand units back (quota-leases.ts):
-// asked again after that wait. An admitted charge is two Redis calls: the increment (rolled back
-// when over the limit) and the key's share; the day's first charge and refusals set the expiry,
-// and whatever else writes the hash sets its own. The TTL is relative (seconds to the end of the day by the service's clock), so a
-// clock injected by tests cannot set an expiry that is already in the past for Redis.
+// asked again after that wait; (3, 0) not judged because the day hash is missing: Redis lost its
+// data or the day has just begun, and counting from zero would hand out a fresh quota, so the node
+// seeds it (SEED_LUA) and asks again. Status + 4: the hash is provisional (seeded while the
+// database was away), so the node seeds it again when it can. An admitted charge is two Redis
+// calls: the increment (rolled back when over the limit) and the key's share. Only the seed
+// creates the hash, so it alone sets the expiry.
 const CHARGE_BATCH_LUA = `${LEASE_WAIT_LUA}
 local out = {}
 for i, key in ipairs(KEYS) do
-  local a = (i - 1) * 4
-  local cost = tonumber(ARGV[a + 1])
-  local used = redis.call('HINCRBY', key, 'used', cost)
-  if used <= tonumber(ARGV[a + 2]) then
-    redis.call('HINCRBY', key, ARGV[a + 4], cost)
-    if used == cost then redis.call('EXPIRE', key, ARGV[a + 3]) end
-    out[#out + 1] = 1
-    out[#out + 1] = used
+  local a = (i - 1) * 3
+  local state = redis.call('HMGET', key, 'used', 'unseeded')
+  if not state[1] then
+    out[#out + 1] = 3
+    out[#out + 1] = 0
   else
-    used = redis.call('HINCRBY', key, 'used', -cost)
-    local wait = lease_wait(key)
-    if wait then
-      out[#out + 1] = 2
-      out[#out + 1] = wait
-    else
-      redis.call('HINCRBY', key, 'rejected', 1)
-      redis.call('EXPIRE', key, ARGV[a + 3])
-      out[#out + 1] = 0
+    local flag = state[2] and 4 or 0
+    local cost = tonumber(ARGV[a + 1])
+    local used = redis.call('HINCRBY', key, 'used', cost)
+    if used <= tonumber(ARGV[a + 2]) then
+      redis.call('HINCRBY', key, ARGV[a + 3], cost)
+      out[#out + 1] = 1 + flag
       out[#out + 1] = used
+    else
+      used = redis.call('HINCRBY', key, 'used', -cost)
+      local wait = lease_wait(key)
+      if wait then
+        out[#out + 1] = 2 + flag
+        out[#out + 1] = wait
+      else
+        redis.call('HINCRBY', key, 'rejected', 1)
+        out[#out + 1] = 0 + flag
+        out[#out + 1] = used
+      end
     end
   end
 end
 return out
 `
 
+// KEYS[1] the day hash; ARGV: used, rejected, live refreshes, TTL, and 1 when complete or 0 when
+// provisional. Creates the hash only if it is still missing, so concurrent seeds on any number of
+// nodes apply once and never drop a charge counted in between. A complete seed of a provisional
+// hash keeps the larger of each count: both are lower bounds of the day (the provisional hash
+// counted from when it was made, the seed holds what was written before), and adding them would
+// count twice whatever was written meanwhile. The TTL is relative (seconds to the end of the day
+// by the service's clock), so a clock injected by tests cannot set an expiry already past for Redis.
+const SEED_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if ARGV[5] == '0' or redis.call('HDEL', KEYS[1], 'unseeded') == 0 then return 0 end
+  for j, field in ipairs({ 'used', 'rejected', 'live' }) do
+    if tonumber(ARGV[j]) > tonumber(redis.call('HGET', KEYS[1], field) or '0') then redis.call('HSET', KEYS[1], field, ARGV[j]) end
+  end
+else
+  redis.call('HSET', KEYS[1], 'used', ARGV[1])
+  if ARGV[2] ~= '0' then redis.call('HSET', KEYS[1], 'rejected', ARGV[2]) end
+  if ARGV[3] ~= '0' then redis.call('HSET', KEYS[1], 'live', ARGV[3]) end
+  if ARGV[5] == '0' then redis.call('HSET', KEYS[1], 'unseeded', 1) end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+`
+
 const ADMITTED = 1
 const WAIT = 2
+const MISSING = 3
+const UNSEEDED = 4
+/** While the database is away, a node asks it again this often (one seed at a time), not once per account. */
+const RESEED_INTERVAL_MS = 500
 /** A charge told to wait for a lease asks again after this long at most: leases usually end early, when used up. */
 const MAX_LEASE_WAIT_MS = 50
 
 interface QueuedCharge {
   key: string
-  /** Cost, limit, TTL and key field: the script's ARGV for this charge. */
-  args: [number, number, number, string]
+  accountId: number
+  day: string
+  ttl: number
+  /** Cost, limit and key field: the script's ARGV for this charge. */
+  args: [number, number, string]
   resolve(result: ChargeResult): void
   reject(error: unknown): void
 }
@@ -122,13 +171,17 @@ function parseCounters(hash: Record<string, string>): DayCounters {
 }
 
 // KEYS[1] marks the batch as applied; KEYS[2..] are the day hashes, ARGV[2] their increments.
+// A missing hash is left missing: the counts were recorded for the database too, and the seed that
+// recreates the hash takes them from there; creating it here would drop the rest of the day.
 const ADD_BATCH_LUA = `
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 for i, fields in ipairs(cjson.decode(ARGV[2])) do
-  for field, n in pairs(fields) do
-    if n ~= 0 then redis.call('HINCRBY', KEYS[i + 1], field, n) end
+  if redis.call('EXISTS', KEYS[i + 1]) == 1 then
+    for field, n in pairs(fields) do
+      if n ~= 0 then redis.call('HINCRBY', KEYS[i + 1], field, n) end
+    end
+    redis.call('EXPIRE', KEYS[i + 1], ARGV[1])
   end
-  redis.call('EXPIRE', KEYS[i + 1], ARGV[1])
 end
 return 1
 `
@@ -136,12 +189,14 @@ return 1
 type ChargingRedis = Redis & {
   tcgChargeQuotaBatch(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
   tcgAddQuotaBatch(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number>
+  tcgSeedQuotaDay(numberOfKeys: 1, key: string, used: number, rejected: number, live: number, ttl: number, complete: 0 | 1): Promise<number>
 }
 
 /** A day's counters per account: what local counting hands back to Redis. */
 export type DayCountsByAccount = Map<number, DayCounters>
 
-export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
+/** `seed` gives a missing day hash its counts; without one (tests of the store alone) it starts from zero. */
+export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): QuotaStore & {
   add(batchId: string, day: string, counts: DayCountsByAccount, now: Date): Promise<void>
   /** Hands back the quota leases this node holds (on shutdown). */
   close(): Promise<void>
@@ -150,6 +205,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
   if (typeof client.tcgChargeQuotaBatch !== 'function') {
     client.defineCommand('tcgChargeQuotaBatch', { lua: CHARGE_BATCH_LUA })
     client.defineCommand('tcgAddQuotaBatch', { lua: ADD_BATCH_LUA })
+    client.defineCommand('tcgSeedQuotaDay', { lua: SEED_LUA })
   }
   const leases = quotaLeases(redis, logger)
   // Group commit: at most one charge call is in flight; charges made meanwhile wait for it and go
@@ -180,7 +236,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
     }
   }
   const dispatch = (queued: QueuedCharge) => {
-    const [cost, limit, , field] = queued.args
+    const [cost, limit, field] = queued.args
     const used = fromLease(queued.key, field, cost, limit)
     if (used === undefined) send(queued)
     else queued.resolve({ admitted: true, used })
@@ -195,6 +251,39 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
       charges.forEach(dispatch)
     })
     parked.set(key, { charges, answered })
+  }
+  /** Seeds in flight by day hash: every charge and read that found the hash missing waits for the one seed. */
+  const seeding = new Map<string, Promise<void>>()
+  // Once a seed finds the database away, the next ones do not wait for it (a request would stall
+  // for its connect timeout): they seed provisionally from what the node knows, and one seed at a
+  // time asks the database again every RESEED_INTERVAL_MS until it answers.
+  let storedAwayUntil = 0
+  let probing = false
+  const storedAway = () => storedAwayUntil > 0 && (probing || performance.now() < storedAwayUntil)
+  const seedDay = (key: string, accountId: number, day: string, ttl: number) => {
+    let seeded = seeding.get(key)
+    if (!seeded) {
+      seeded = (async () => {
+        const readStored = !storedAway()
+        const probe = readStored && storedAwayUntil > 0
+        if (probe) probing = true
+        try {
+          const totals = seed ? await seed(accountId, day, readStored) : { used: 0, rejected: 0, liveRefreshes: 0, complete: true }
+          if (readStored) storedAwayUntil = totals.complete ? 0 : performance.now() + RESEED_INTERVAL_MS
+          await client.tcgSeedQuotaDay(1, key, totals.used, totals.rejected, totals.liveRefreshes, ttl, totals.complete ? 1 : 0)
+        } finally {
+          if (probe) probing = false
+        }
+      })().finally(() => seeding.delete(key))
+      seeding.set(key, seeded)
+    }
+    return seeded
+  }
+  /** Seeds a provisional hash again in the background, unless the database is known away; its charges go on meanwhile. */
+  const reseed = (key: string, accountId: number, day: string, ttl: number) => {
+    if (seeding.has(key) || storedAway()) return
+    // A failure here is Redis's, and the charges that follow report it.
+    seedDay(key, accountId, day, ttl).catch(() => {})
   }
   const sendQueued = () => {
     scheduled = false
@@ -215,7 +304,12 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
           // Per account: its admitted charges in this call and the last `used`, to see if it is worth a lease.
           const admitted = new Map<string, { count: number; used: number; queued: QueuedCharge }>()
           batch.forEach((queued, i) => {
-            const [status, value] = [pairs[2 * i]!, pairs[2 * i + 1]!]
+            const [flagged, value] = [pairs[2 * i]!, pairs[2 * i + 1]!]
+            if (flagged === MISSING) {
+              return void seedDay(queued.key, queued.accountId, queued.day, queued.ttl).then(() => dispatch(queued), queued.reject)
+            }
+            if (flagged & UNSEEDED) reseed(queued.key, queued.accountId, queued.day, queued.ttl)
+            const status = flagged & ~UNSEEDED
             if (status === WAIT) return void setTimeout(() => dispatch(queued), Math.min(value, MAX_LEASE_WAIT_MS))
             queued.resolve({ admitted: status === ADMITTED, used: value })
             if (status !== ADMITTED) return
@@ -226,8 +320,8 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
             } else admitted.set(queued.key, { count: 1, used: value, queued })
           })
           for (const [key, { count, used, queued }] of admitted) {
-            const [, limit, ttl] = queued.args
-            if (count >= HOT_CHARGES_PER_CALL && leaseWorthAsking(used, limit)) requestLease(key, limit, ttl)
+            const [, limit] = queued.args
+            if (count >= HOT_CHARGES_PER_CALL && leaseWorthAsking(used, limit)) requestLease(key, limit, queued.ttl)
           }
         },
         (error) => batch.forEach((queued) => queued.reject(error)),
@@ -239,16 +333,25 @@ export function redisQuotaStore(redis: Redis, logger?: Logger): QuotaStore & {
   }
   return {
     charge({ accountId, keyId, cost, limit, now }) {
-      const key = dayKey(accountId, utcDate(now))
+      const day = utcDate(now)
+      const key = dayKey(accountId, day)
       const field = keyField(keyId)
       const used = fromLease(key, field, cost, limit)
       if (used !== undefined) return Promise.resolve({ admitted: true, used })
-      return new Promise<ChargeResult>((resolve, reject) => send({ key, args: [cost, limit, ttlSeconds(now), field], resolve, reject }))
+      return new Promise<ChargeResult>((resolve, reject) =>
+        send({ key, accountId, day, ttl: ttlSeconds(now), args: [cost, limit, field], resolve, reject }),
+      )
     },
     async read(accountId, now) {
-      const key = dayKey(accountId, utcDate(now))
+      const day = utcDate(now)
+      const key = dayKey(accountId, day)
       await parked.get(key)?.answered // a lease granted meanwhile is in `used` and must be known here
-      const counters = parseCounters(await client.hgetall(key))
+      let hash = await client.hgetall(key)
+      if (hash.used === undefined) {
+        await seedDay(key, accountId, day, ttlSeconds(now))
+        hash = await client.hgetall(key)
+      } else if (hash.unseeded !== undefined) reseed(key, accountId, day, ttlSeconds(now))
+      const counters = parseCounters(hash)
       // This node's live lease: its unused units are not used yet, its admissions not yet in Redis.
       const lease = leases.heldOn(key)
       if (lease) {
@@ -332,8 +435,8 @@ const PROBE_INTERVAL_MS = 1_000
  * reported for the account, so an outage does not hand out a fresh quota; when Redis answers again
  * the counts taken meanwhile are added to it and Redis is authoritative again.
  */
-export function failoverQuotaStore(redis: Redis, logger: Logger): FailoverQuotaStore {
-  const primary = redisQuotaStore(redis, logger)
+export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed): FailoverQuotaStore {
+  const primary = redisQuotaStore(redis, logger, seed)
   const local = memoryQuotaStore()
   /** The last `used` Redis reported per account, for today only. */
   let lastSeen = new Map<number, number>()

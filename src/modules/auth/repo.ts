@@ -1,6 +1,6 @@
 import { and, asc, count, eq, gt, isNull, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
-import { accounts, apiKeys, sessions } from '../../db/schema'
+import { accounts, apiKeys, dailyUsage, sessions } from '../../db/schema'
 import type { Tier } from './tiers'
 
 export interface AccountRow {
@@ -162,4 +162,13 @@ export async function addUsage(db: Database, keys: KeyUsageDelta[], days: Accoun
           rejected = daily_usage.rejected + excluded.rejected`)
     }
   })
+}
+
+/** What PostgreSQL holds of an account's day: the daily_usage row, or zeros before its first flush. */
+export async function findDailyUsage(db: Executor, accountId: number, day: string) {
+  const [row] = await db
+    .select({ requests: dailyUsage.requests, rejected: dailyUsage.rejected, liveRefreshes: dailyUsage.liveRefreshes })
+    .from(dailyUsage)
+    .where(and(eq(dailyUsage.accountId, accountId), eq(dailyUsage.day, day)))
+  return row ?? { requests: 0, rejected: 0, liveRefreshes: 0 }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { accountWithKey, manualClock, testRedis } from '../../../test/helpers/auth'
+import { fetchFrom, freshAddress } from '../../../test/helpers/client-address'
 import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
 import { withProbes } from '../../../test/helpers/probes'
 import { startServer } from '../../../test/helpers/server'
@@ -21,12 +22,13 @@ const json = async (response: Response) => (await response.json()) as any
 /** Every raw secret the tests handled: none may appear in the database or the logs. */
 const secrets: string[] = []
 
-function send(method: string, path: string, options: { body?: unknown; cookie?: string; headers?: Record<string, string> } = {}) {
+/** `from`: the client's address (default 127.0.0.1); sign-ups take one each, as they are limited per address. */
+function send(method: string, path: string, options: { body?: unknown; cookie?: string; headers?: Record<string, string>; from?: string } = {}) {
   const headers: Record<string, string> = { ...options.headers }
   if (options.cookie) headers.cookie = options.cookie
   if (options.body !== undefined && !headers['content-type']) headers['content-type'] = 'application/json'
   const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body)
-  return server.get(path, { method, headers, body })
+  return options.from ? fetchFrom(options.from, server.base + path, { method, headers, body }) : server.get(path, { method, headers, body })
 }
 
 let emails = 0
@@ -43,7 +45,7 @@ function sessionCookie(response: Response): string {
 }
 
 async function signup(email = newEmail()) {
-  const response = await send('POST', '/v1/auth/signup', { body: { email, password: PASSWORD } })
+  const response = await send('POST', '/v1/auth/signup', { body: { email, password: PASSWORD }, from: freshAddress() })
   expect(response.status).toBe(201)
   secrets.push(PASSWORD)
   return { email, cookie: sessionCookie(response), account: (await json(response)).data }
@@ -51,7 +53,7 @@ async function signup(email = newEmail()) {
 
 describe('signup', () => {
   test('creates a Free account (email lowercased), logs in with a session cookie', async () => {
-    const response = await send('POST', '/v1/auth/signup', { body: { email: 'New.User@Example.COM', password: PASSWORD } })
+    const response = await send('POST', '/v1/auth/signup', { body: { email: 'New.User@Example.COM', password: PASSWORD }, from: freshAddress() })
     expect(response.status).toBe(201)
     const body = await json(response)
     expect(body.data).toMatchObject({
@@ -73,7 +75,7 @@ describe('signup', () => {
 
   test('a duplicate email, in any case, is 409 CONFLICT', async () => {
     const { email } = await signup()
-    const again = await send('POST', '/v1/auth/signup', { body: { email: email.toUpperCase(), password: PASSWORD } })
+    const again = await send('POST', '/v1/auth/signup', { body: { email: email.toUpperCase(), password: PASSWORD }, from: freshAddress() })
     expect(again.status).toBe(409)
     expect((await json(again)).error.code).toBe('CONFLICT')
   })
@@ -113,7 +115,7 @@ describe('signup', () => {
     const opaque = await send('POST', '/v1/auth/signup', { body: { email, password: PASSWORD }, headers: { origin: 'null' } })
     expect(opaque.status).toBe(403)
     // The same request from the service's own origin goes through.
-    const own = await send('POST', '/v1/auth/signup', { body: { email, password: PASSWORD }, headers: { origin: server.base } })
+    const own = await send('POST', '/v1/auth/signup', { body: { email, password: PASSWORD }, headers: { origin: server.base }, from: freshAddress() })
     expect(own.status).toBe(201)
   })
 
@@ -147,10 +149,10 @@ describe('login, sessions and logout', () => {
     }
   })
 
-  test('repeated failures for an email are slowed, then refused with 429 even with the right password', async () => {
+  test('repeated failures for an email from an address are slowed, then refused with 429 even with the right password', async () => {
     const { email } = await signup()
     const durations: number[] = []
-    for (let attempt = 1; attempt <= LOGIN_THROTTLE.email.refuseAt; attempt++) {
+    for (let attempt = 1; attempt <= LOGIN_THROTTLE.pair.refuseAt; attempt++) {
       const t0 = performance.now()
       const response = await send('POST', '/v1/auth/login', { body: { email, password: 'wrong password!' } })
       durations.push(performance.now() - t0)
@@ -158,7 +160,7 @@ describe('login, sessions and logout', () => {
     }
     // Attempts past the soft limit wait at least their step delay before the password is checked.
     // durations[k] is the attempt made after k failures: it waits (k - slowAfter) steps.
-    const slowAfter = LOGIN_THROTTLE.email.slowAfter
+    const slowAfter = LOGIN_THROTTLE.pair.slowAfter
     expect(durations[slowAfter + 2]!).toBeGreaterThanOrEqual(2 * LOGIN_THROTTLE.stepDelayMs)
     expect(durations[slowAfter]!).toBeLessThan(durations[slowAfter + 2]! - LOGIN_THROTTLE.stepDelayMs)
 

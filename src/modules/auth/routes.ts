@@ -1,10 +1,11 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { models } from '../../shared/models-plugin'
-import { createAccount, login, type Session, startSession } from './accounts'
+import { login, type Session, signUp, startSession } from './accounts'
 import { authGuard, KEY_GUARD_ERRORS, SESSION_COOKIE, withRateLimit } from './guard'
 import { createKey, listKeys, MAX_ACTIVE_KEYS, revokeKey } from './keys'
 import { Account, CreatedKey, CreateKeyBody, Credentials, KeyIdParams, KeyListItem, Message, Usage } from './model'
+import { LOGIN_THROTTLE, SIGNUP_THROTTLE } from './login-throttle'
 import type { AccountRow } from './repo'
 import { revokeSession } from './repo'
 import type { AuthRuntime } from './runtime'
@@ -17,6 +18,10 @@ const accountView = (account: AccountRow) => ({
   subscription: { plan: account.tier, status: account.subscriptionStatus },
   created_at: account.createdAt.toISOString(),
 })
+
+// The socket's peer: no proxy header is trusted, since whoever sends one would choose their address.
+const clientAddress = (server: { requestIP(request: Request): { address: string } | null } | null, request: Request) =>
+  server?.requestIP(request)?.address ?? 'unknown'
 
 const SESSION_ERRORS = { 401: 'Error', 403: 'Error', 415: 'Error' } as const
 
@@ -38,8 +43,8 @@ export function authRoutes(auth: AuthRuntime) {
     .model({ Account })
     .post(
       '/v1/auth/signup',
-      async ({ body, set }) => {
-        const account = await createAccount(auth.db, body)
+      async ({ body, set, request, server }) => {
+        const account = await signUp(auth, { ...body, address: clientAddress(server, request) })
         set.headers['set-cookie'] = sessionCookie(await startSession(auth.db, account.id, auth.clock.now()))
         set.status = 201
         return { data: accountView(account) }
@@ -47,19 +52,18 @@ export function authRoutes(auth: AuthRuntime) {
       {
         sameOriginJson: true,
         body: Credentials,
-        response: { 201: Type.Object({ data: Type.Ref('Account') }), 400: 'Error', 403: 'Error', 409: 'Error', 415: 'Error' },
+        response: { 201: Type.Object({ data: Type.Ref('Account') }), 400: 'Error', 403: 'Error', 409: 'Error', 415: 'Error', 429: 'Error' },
         detail: {
           tags: ['Account'],
           summary: 'Create an account',
-          description: 'New accounts are on the Free tier. Also logs in: the response sets the `session` cookie.',
+          description: `New accounts are on the Free tier. Also logs in: the response sets the \`session\` cookie. At most ${SIGNUP_THROTTLE.refuseAt} sign-ups an hour from an address, whatever their outcome; beyond, 429 \`TOO_MANY_ATTEMPTS\` with \`Retry-After\`.`,
         },
       },
     )
     .post(
       '/v1/auth/login',
       async ({ body, set, request, server }) => {
-        const address = server?.requestIP(request)?.address ?? 'unknown'
-        const { account, session } = await login(auth, { ...body, address, now: auth.clock.now() })
+        const { account, session } = await login(auth, { ...body, address: clientAddress(server, request), now: auth.clock.now() })
         set.headers['set-cookie'] = sessionCookie(session)
         return { data: accountView(account) }
       },
@@ -70,8 +74,7 @@ export function authRoutes(auth: AuthRuntime) {
         detail: {
           tags: ['Account'],
           summary: 'Log in',
-          description:
-            'Sets the `session` cookie (HttpOnly, SameSite=Lax, 30 days). Repeated failures for an email or from an address are slowed, then refused with 429 `TOO_MANY_ATTEMPTS` and `Retry-After`.',
+          description: `Sets the \`session\` cookie (HttpOnly, SameSite=Lax, 30 days). Attempts are counted before the password is checked, in ${LOGIN_THROTTLE.windowSeconds / 60}-minute windows, per email from one address, per email and per address. Beyond ${LOGIN_THROTTLE.pair.slowAfter} for an email from one address (${LOGIN_THROTTLE.email.slowAfter} for an email, ${LOGIN_THROTTLE.address.slowAfter} for an address) each attempt waits longer; beyond ${LOGIN_THROTTLE.pair.refuseAt} for an email from one address, ${LOGIN_THROTTLE.email.refuseAt} for an email or ${LOGIN_THROTTLE.address.refuseAt} for an address they are refused with 429 \`TOO_MANY_ATTEMPTS\` and \`Retry-After\` until the window ends. A successful login forgives its email's attempts from its address.`,
         },
       },
     )

@@ -3,7 +3,7 @@ import type { Config } from '../../config'
 import type { Database } from '../../db/client'
 import type { Clock } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
-import { type KeyDirectory, keyDirectory } from './key-directory'
+import { type KeyDirectory, type KeyDirectoryOptions, keyDirectory } from './key-directory'
 import { type LoginThrottle, loginThrottle } from './login-throttle'
 import { failoverQuotaStore, memoryQuotaStore, type QuotaStore } from './quota'
 import { type UsageRecorder, usageRecorder } from './usage-recorder'
@@ -28,12 +28,15 @@ export interface AuthDeps {
   clock: Clock
   logger: Logger
   config: Pick<Config, 'cookieSecure'>
+  /** Tests shorten the key cache's TTL to see what happens after it, without waiting 30 s. */
+  keyCache?: KeyDirectoryOptions
 }
 
 export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
-  const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.logger) : undefined
-  const keys = keyDirectory(deps.db, deps.redis, deps.logger)
   const usage = usageRecorder(deps.db, deps.logger)
+  // A day hash Redis does not have (lost, or a new day) starts from what the recorder knows of it.
+  const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.logger, usage.dayTotals) : undefined
+  const keys = keyDirectory(deps.db, deps.redis, deps.logger, deps.keyCache)
   return {
     db: deps.db,
     clock: deps.clock,

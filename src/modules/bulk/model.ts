@@ -80,8 +80,15 @@ export const ResolveMarketplaceBody = Type.Object({
   }),
 })
 
+/**
+ * Long enough for the longest printed card name (141 characters), and short enough that the largest
+ * request, 1,000 names each written as `\uXXXX` escapes (6 bytes a character, as ASCII-only JSON
+ * encoders do), stays under the default body limit of 1 MiB.
+ */
+export const MAX_RESOLVE_NAME_LENGTH = 150
+
 export const ResolveNameBody = Type.Object({
-  names: Type.Array(Type.String({ minLength: 1, maxLength: 200 }), {
+  names: Type.Array(Type.String({ minLength: 1, maxLength: MAX_RESOLVE_NAME_LENGTH }), {
     minItems: 1,
     maxItems: MAX_RESOLVE_ITEMS,
     description: 'Card names as written anywhere (case, accents and punctuation do not matter); per request at most Starter 100, Pro 500, Business 1,000',

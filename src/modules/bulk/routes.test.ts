@@ -315,22 +315,21 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
     expect((await get('/v1/usage', hobby)).body.data.account.today_requests).toBe(0)
   })
 
-  test('no body, or one that is not JSON: a 400 after the key, costing 1; OpenAPI lists JSON bodies', async () => {
+  test('no body is a 400 and a body that is not JSON a 415, both after the key and costing 1; OpenAPI lists JSON bodies', async () => {
     const key = await keyOf('starter')
-    // Other media types are read as text, which has no `ids`.
-    const noIds = { field: 'ids', message: 'is required' }
-    const cases: [RequestInit, { field: string; message: string }][] = [
-      [{}, { field: 'body', message: 'must be a JSON object' }],
-      [{ body: 'ids=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, noIds],
-      [{ body: '{"ids":[1]}', headers: { 'content-type': 'text/plain' } }, noIds],
+    const notJson = (type: string) => ({
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: `The body must be JSON (Content-Type: application/json), not ${type}`,
+    })
+    const cases: [RequestInit, number, object][] = [
+      [{}, 400, { code: 'INVALID_PARAMETER', message: "Invalid body: 'body' must be a JSON object", details: [{ field: 'body', message: 'must be a JSON object' }] }],
+      [{ body: 'ids=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, 415, notJson('application/x-www-form-urlencoded')],
+      [{ body: '{"ids":[1]}', headers: { 'content-type': 'text/plain' } }, 415, notJson('text/plain')],
     ]
-    for (const [i, [init, detail]] of cases.entries()) {
+    for (const [i, [init, status, error]] of cases.entries()) {
       const response = await server.get('/v1/bulk/resolve/marketplace', { method: 'POST', ...init, headers: { ...(init.headers as object), 'x-api-key': key } })
       const body = (await response.json()) as any
-      expect({ status: response.status, error: body.error }).toEqual({
-        status: 400,
-        error: { code: 'INVALID_PARAMETER', message: `Invalid body: '${detail.field}' ${detail.message}`, details: [detail] },
-      })
+      expect({ status: response.status, error: body.error }).toEqual({ status, error })
       expect(body.rate_limit.daily_remaining).toBe(2_500 - i - 1)
     }
     const doc = (await server.json('/openapi.json')).body

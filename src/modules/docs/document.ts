@@ -27,8 +27,9 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   '403': '`FORBIDDEN`: the `Origin` header names another site',
   '404': '`NOT_FOUND`: no such resource (the message names it)',
   '409': '`CONFLICT`: the request conflicts with what exists (the message says how)',
-  '415': '`UNSUPPORTED_MEDIA_TYPE`: the body must be JSON (`Content-Type: application/json`)',
-  '429': '`TOO_MANY_ATTEMPTS`: too many failed logins for this email or address; `Retry-After` says when to try again',
+  '413': '`PAYLOAD_TOO_LARGE`: the body is larger than the configured limit (1 MiB by default)',
+  '415': '`UNSUPPORTED_MEDIA_TYPE`: the body must be JSON (`Content-Type: application/json` or a `+json` type)',
+  '429': '`TOO_MANY_ATTEMPTS`: too many login attempts for this email or address, or sign-ups from this address; `Retry-After` says when to try again',
 }
 const KEY_ERROR_DESCRIPTIONS: Record<string, string> = {
   '401': '`API_KEY_REQUIRED` (no `X-API-Key` header) or `INVALID_API_KEY` (unknown or revoked key)',
@@ -46,6 +47,13 @@ const RATE_LIMIT_HEADERS = {
   'X-RateLimit-Reset': { description: 'When the quota resets (the next 00:00 UTC), ISO 8601', schema: { type: 'string', format: 'date-time' } },
 }
 const RETRY_AFTER = { description: 'Seconds until the quota resets', schema: { type: 'integer' } }
+const UNAVAILABLE = {
+  description:
+    '`SERVICE_UNAVAILABLE`: the database cannot be reached; `Retry-After` says when to try again. Bulk prices, top movers ' +
+    'and changes keep answering keys this node confirmed within the hour',
+  headers: { 'Retry-After': { description: 'Seconds to wait before trying again', schema: { type: 'integer' } } },
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+}
 
 const DESCRIPTION = `Games, sets, cards and sealed products of 57 trading card games, with prices per printing, price
 history, top movers, bulk lookups and set export.
@@ -106,9 +114,8 @@ function useRouteSchemas(operation: Json, hooks: Json): void {
     const source = (parameter.in === 'path' ? hooks.params : hooks.query)?.properties?.[parameter.name]
     if (source) parameter.schema = schemaOf(source)
   }
-  for (const media of Object.values<Json>(operation.requestBody?.content ?? {})) {
-    if (hooks.body) media.schema = schemaOf(hooks.body)
-  }
+  // Every body is JSON (request-rules.ts); the generator lists only media types of string parsers.
+  if (operation.requestBody && hooks.body) operation.requestBody.content = { 'application/json': { schema: schemaOf(hooks.body) } }
   for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
     const source = hooks.response?.[status]
     for (const media of Object.values<Json>(response.content ?? {})) {
@@ -154,6 +161,12 @@ function completeOperation(method: string, path: string, operation: Json): void 
   const responses: Json = operation.responses ?? {}
   if (keyed?.['x-min-tier'] === LOWEST_TIER) delete responses['403']
   if (keyed?.['x-quota-cost'] === 0) delete responses['429']
+  // Refused by request-rules.ts on every operation that takes a body.
+  if (operation.requestBody) {
+    for (const status of ['413', '415']) responses[status] ??= { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }
+  }
+  // Every API operation reads the database (a key or session not yet cached, if nothing else).
+  if (path.startsWith('/v1/')) responses['503'] = structuredClone(UNAVAILABLE)
   for (const [status, response] of Object.entries<Json>(responses)) {
     const described =
       (keyed && KEY_ERROR_DESCRIPTIONS[status]) || (session && SESSION_ERROR_DESCRIPTIONS[status]) || ERROR_DESCRIPTIONS[status]
@@ -162,7 +175,8 @@ function completeOperation(method: string, path: string, operation: Json): void 
       delete response.content
       response.description = 'Not modified: the `If-None-Match` tag is still current (no body)'
     }
-    if (keyed && status !== '401') {
+    // 401 and 413 come before the key is charged, and a 503 may come before it is known: no quota headers.
+    if (keyed && !['401', '413', '503'].includes(status)) {
       response.headers = { ...RATE_LIMIT_HEADERS, ...(status === '429' ? { 'Retry-After': RETRY_AFTER } : {}) }
     }
     if (status.startsWith('2') && response.description?.startsWith('Response for status')) response.description = 'OK'

@@ -105,8 +105,9 @@ describe('API docs', async () => {
     const usage = doc.paths['/v1/usage'].get
     expect(usage.security).toEqual([{ ApiKey: [] }])
     expect(usage.responses['200'].content['application/json'].schema.required).toContain('rate_limit')
-    // Usage is open to every tier and free, answered even over quota: only a missing or bad key refuses it.
-    expect(Object.keys(usage.responses).sort()).toEqual(['200', '401'])
+    // Usage is open to every tier and free, answered even over quota: only a missing or bad key
+    // refuses it, or a database outage before the key is known.
+    expect(Object.keys(usage.responses).sort()).toEqual(['200', '401', '503'])
     expect(doc.paths['/v1/keys'].post.security).toEqual([{ Session: [] }])
     expect(doc.paths['/v1/keys'].post.requestBody.content['application/json'].schema.required).toEqual(['name'])
     // Cookie writes accept JSON only (forms are refused with 415), and the docs say so.

@@ -9,7 +9,7 @@ const Check = Type.Union([Type.Literal('ok'), Type.Literal('empty'), Type.Litera
 
 const Readiness = Type.Object({
   status: Type.Union([Type.Literal('ready'), Type.Literal('degraded'), Type.Literal('not_ready')], {
-    description: '`degraded`: serving, but quotas are counted on this node only because Redis fails',
+    description: '`degraded`: serving, but Redis or the database fails (`checks` says which)',
   }),
   checks: Type.Object({
     database: Check,
@@ -38,12 +38,25 @@ const Readiness = Type.Object({
   ),
 })
 
-/** The check's verdict, or 'error' when it throws (an unreachable dependency is an answer here). */
+/**
+ * How long a check may take before it counts as failed: /ready answers within this even while a
+ * dependency hangs (a database that accepts connections but never answers), as a load balancer's
+ * probe, which gives up after a second or two, needs.
+ */
+const PROBE_TIMEOUT_MS = 2_000
+
+/** The check's verdict, or 'error' when it throws or is too slow (an unreachable dependency is an answer here). */
 async function probe<T extends string>(check: () => Promise<T>): Promise<T | 'error'> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<'error'>((resolve) => {
+    timer = setTimeout(() => resolve('error'), PROBE_TIMEOUT_MS)
+  })
   try {
-    return await check()
+    return await Promise.race([check(), deadline])
   } catch {
     return 'error'
+  } finally {
+    clearTimeout(timer)
   }
 }
 
@@ -63,17 +76,21 @@ export function healthRoutes(
     .get(
       '/ready',
       async ({ set }) => {
-        const data = await probe(async () => {
-          await deps.db.execute(sql`select 1`)
-          return (await isCatalogEmpty(deps.db)) ? ('empty' as const) : ('ok' as const)
-        })
+        const [data, redis] = await Promise.all([
+          probe(async () => {
+            await deps.db.execute(sql`select 1`)
+            return (await isCatalogEmpty(deps.db)) ? ('empty' as const) : ('ok' as const)
+          }),
+          deps.redis ? probe(async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const),
+        ])
         const database = data !== 'error'
-        const redis = deps.redis ? await probe(async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const)
         const quota = deps.quotaMode()
-        // A Redis outage degrades quota sharing but the node keeps serving: stay in the pool.
+        // A node with a price snapshot keeps serving through a Redis or database outage (bulk prices,
+        // top movers and changes for keys it knows; 503 elsewhere), so it stays in the pool: every
+        // node shares the database, and taking them all out would stop what still works.
         const snapshot = deps.snapshot()
-        const serving = database && data === 'ok' && snapshot !== null
-        const degraded = redis === 'error' || quota === 'degraded'
+        const serving = data !== 'empty' && snapshot !== null
+        const degraded = !database || redis === 'error' || quota === 'degraded'
         set.status = serving ? 200 : 503
         return {
           status: !serving ? ('not_ready' as const) : degraded ? ('degraded' as const) : ('ready' as const),
@@ -84,15 +101,20 @@ export function healthRoutes(
       {
         response: {
           200: Readiness,
-          503: Type.Object(Readiness.properties, { description: '`not_ready`: the database fails, the catalog is empty or no snapshot exists yet' }),
+          503: Type.Object(Readiness.properties, {
+            description: '`not_ready`: the catalog is empty or no snapshot exists yet; `checks` says which',
+          }),
         },
         detail: {
           tags: ['Health'],
           summary: 'Readiness: can this node serve?',
           description:
-            '200 `ready` when the database answers, the catalog is loaded and the price snapshot is built; 200 `degraded` when ' +
-            'Redis fails (quotas are then counted on this node until it returns); 503 `not_ready` when the database fails, the ' +
-            'catalog is empty or no snapshot exists yet. `snapshot` gives its version, source, build time and age.',
+            '200 `ready` when the database answers, the catalog is loaded and the price snapshot is built. 200 `degraded` ' +
+            'when the snapshot is built but a dependency fails, and `checks` names it: `redis: error` (quotas are counted on ' +
+            'this node until it returns) or `database: error` (the price snapshot routes still answer keys seen within the ' +
+            'hour; everything else answers 503 `SERVICE_UNAVAILABLE`). 503 `not_ready` when the catalog is empty or no ' +
+            'snapshot exists yet. Each check gives up after 2 s, so this answers within about 2 s even then. `snapshot` ' +
+            'gives its version, source, build time and age.',
         },
       },
     )

@@ -403,8 +403,8 @@ describe('OpenAPI', () => {
     const doc = (await (await server.get('/openapi.json')).json()) as any
     // History is open to every tier (no 403); detailed history needs Pro.
     const statuses = {
-      '/v1/cards/{id}/history': ['200', '400', '401', '404', '429'],
-      '/v1/cards/{id}/history/detailed': ['200', '400', '401', '403', '404', '429'],
+      '/v1/cards/{id}/history': ['200', '400', '401', '404', '429', '503'],
+      '/v1/cards/{id}/history/detailed': ['200', '400', '401', '403', '404', '429', '503'],
     }
     for (const [path, expected] of Object.entries(statuses)) {
       const operation = doc.paths[path]?.get

@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
-import type { Database, Executor } from '../../db/client'
+import { type Database, type Executor, runWithoutStatementTimeout } from '../../db/client'
 import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
@@ -254,8 +254,7 @@ export async function finishGameSync(db: Executor, gameId: number, now: Date): P
  * its range scans nothing.
  */
 export async function refreshStatistics(db: Database): Promise<void> {
-  await db.execute(sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}, ${searchWords}`)
-  await db.execute(sql`analyze ${priceHistory}`)
+  await runWithoutStatementTimeout(db, [sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}, ${searchWords}`, sql`analyze ${priceHistory}`])
 }
 
 /** Serialises syncs of one game across every node: the lock lives until the transaction ends. */

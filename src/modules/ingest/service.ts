@@ -1,5 +1,5 @@
 import { count, sql } from 'drizzle-orm'
-import type { Database, Executor } from '../../db/client'
+import { type Database, type Executor, liftStatementTimeout } from '../../db/client'
 import { games } from '../../db/schema'
 import { addDays, type Clock, utcDate } from '../../shared/clock'
 import { notFound } from '../../shared/errors'
@@ -76,9 +76,11 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
     const gameId = gameIds.get(game.categoryId)!
     const runId = await repo.startSyncRun(deps.db, gameId, date, now)
     try {
-      const stats = await deps.db.transaction((tx) =>
-        syncGame(tx, deps.source, { game, gameId, date, now, backfill: options.backfill }),
-      )
+      const stats = await deps.db.transaction(async (tx) => {
+        // A game's sync writes a year of history and waits for another node's sync of the same game.
+        await liftStatementTimeout(tx)
+        return syncGame(tx, deps.source, { game, gameId, date, now, backfill: options.backfill })
+      })
       await repo.finishSyncRun(deps.db, runId, { status: 'succeeded', stats, now: deps.clock.now() })
       results.push({ slug: game.slug, status: 'succeeded', stats })
       deps.logger.debug({ game: game.slug, ...stats }, 'game synced')

@@ -1,5 +1,5 @@
 import { count, max, sql } from 'drizzle-orm'
-import { type Database, type Executor, selectRows } from '../../db/client'
+import { type Database, type Executor, liftStatementTimeout, selectRows } from '../../db/client'
 import { cardPrices, cards, games, sets } from '../../db/schema'
 import type { Price } from '../catalog/model'
 import { type BinaryCopyRow, copyConnections, copyRows } from '../../db/binary-copy'
@@ -83,6 +83,8 @@ const READ_ONLY_SNAPSHOT = { isolationLevel: 'repeatable read', accessMode: 'rea
 export async function loadSnapshotSource(db: Database, options: { viaCopy?: boolean } = {}): Promise<SnapshotSource> {
   const connections = (options.viaCopy ?? true) ? copyConnections(db) : 0
   return db.transaction(async (tx) => {
+    // The large reads: a build on a large catalog may rightly outlast a request's statement timeout.
+    await liftStatementTimeout(tx)
     if (connections >= 2) {
       const [snapshotId] = await selectRows<{ id: string }>(tx, sql`select pg_export_snapshot() as id`)
       const [rest, prices] = await Promise.all([readAllButPrices(tx, true), copyPricesInSnapshot(db, snapshotId!.id)])
@@ -106,6 +108,7 @@ function copyPricesInSnapshot(db: Database, snapshotId: string): Promise<Price[]
   if (!/^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$/i.test(snapshotId)) throw new Error(`unexpected snapshot id ${snapshotId}`)
   return db.transaction(async (beside) => {
     await beside.execute(sql.raw(`set transaction snapshot '${snapshotId}'`))
+    await liftStatementTimeout(beside)
     return (await copyRows(beside, PRICES_QUERY, 12, priceOf))!
   }, READ_ONLY_SNAPSHOT)
 }

@@ -1,0 +1,123 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { freshDatabase } from '../../test/helpers/db'
+import { TEST_DATABASE_URL } from '../../test/helpers/env'
+import { startTcpProxy } from '../../test/helpers/tcp-proxy'
+import { AppError } from '../shared/errors'
+import { type DatabaseHandle, liftStatementTimeout, openPostgres, runWithoutStatementTimeout, selectRows } from './client'
+import { databaseUnavailable, isDatabaseUnavailable } from './errors'
+
+// Real failures from a real PostgreSQL (through a proxy the test controls), not hand-made errors:
+// what the driver and drizzle actually throw is what the error handler sees.
+describe.skipIf(!TEST_DATABASE_URL)('database failures (PostgreSQL)', async () => {
+  const handles: DatabaseHandle[] = []
+  // Registered before freshDatabase's hook (hooks run in order): the connections end before the database is dropped.
+  afterAll(async () => {
+    for (const handle of handles) await handle.close()
+    await proxy?.close()
+  })
+  const database = TEST_DATABASE_URL ? await freshDatabase('empty') : undefined
+  const target = new URL(TEST_DATABASE_URL ?? 'postgres://localhost')
+  const proxy = TEST_DATABASE_URL ? await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) }) : undefined
+  const open = async (options: Parameters<typeof openPostgres>[1]) => {
+    const handle = await openPostgres(proxy!.via(database!.url!), options)
+    handles.push(handle)
+    return handle
+  }
+  const failure = async (run: () => Promise<unknown>) => {
+    try {
+      await run()
+    } catch (error) {
+      return error
+    }
+    throw new Error('expected a failure')
+  }
+
+  test('a statement over the statement timeout is cancelled (57014) and counts as unavailable', async () => {
+    const { db } = await open({ statementTimeoutSeconds: 1 })
+    const started = performance.now()
+    const error = (await failure(() => db.execute(sql`select pg_sleep(3)`))) as { cause?: { code?: string } }
+    expect(performance.now() - started).toBeLessThan(2_500)
+    expect(error.cause?.code).toBe('57014')
+    expect(isDatabaseUnavailable(error)).toBe(true)
+  })
+
+  test('a job lifts the timeout for its transaction only, or for a statement outside one', async () => {
+    const { db } = await open({ max: 1, statementTimeoutSeconds: 1 })
+    const rows = await db.transaction(async (tx) => {
+      await liftStatementTimeout(tx)
+      return selectRows<{ ok: number }>(tx, sql`select 1 as ok from pg_sleep(1.3)`)
+    })
+    expect(rows).toEqual([{ ok: 1 }])
+    await runWithoutStatementTimeout(db, [sql`select pg_sleep(1.3)`, sql`select ${'a value'}::text`])
+    // The one connection is back on the session's timeout.
+    const [after] = await selectRows<{ timeout: string }>(db, sql`select current_setting('statement_timeout') as timeout`)
+    expect(after!.timeout).toBe('1s')
+    expect(isDatabaseUnavailable(await failure(() => db.execute(sql`select pg_sleep(3)`)))).toBe(true)
+  }, 15_000)
+
+  test('a terminated backend (57P01) and a cut connection count as unavailable', async () => {
+    const { db } = await open({ max: 1 })
+    const [{ pid }] = (await selectRows<{ pid: number }>(db, sql`select pg_backend_pid() as pid`)) as [{ pid: number }]
+    const terminated = failure(() => db.execute(sql`select pg_sleep(2)`))
+    await Bun.sleep(200)
+    await database!.db.execute(sql`select pg_terminate_backend(${pid})`)
+    // postgres.js fails the query in flight as the connection closing, and hands the FATAL 57P01
+    // the server sent to the next query: both are an outage.
+    const codes = [((await terminated) as { cause?: { code?: string } }).cause?.code]
+    expect(isDatabaseUnavailable(await terminated)).toBe(true)
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const error = await db.execute(sql`select 1`).then(() => undefined, (error: unknown) => error)
+      if (error === undefined) break
+      codes.push((error as { cause?: { code?: string } }).cause?.code)
+      expect(isDatabaseUnavailable(error)).toBe(true)
+    }
+    expect(codes).toContain('57P01')
+    const inFlight = failure(() => db.execute(sql`select pg_sleep(2)`))
+    await Bun.sleep(200)
+    proxy!.cut()
+    expect(isDatabaseUnavailable(await inFlight)).toBe(true)
+    await db.execute(sql`select 1`)
+  })
+
+  test('refused and stalled connections fail within the connect timeout and count as unavailable', async () => {
+    const { db } = await open({ connectTimeoutSeconds: 1 })
+    try {
+      await proxy!.refuse()
+      proxy!.cut()
+      let started = performance.now()
+      expect(isDatabaseUnavailable(await failure(() => db.execute(sql`select 1`)))).toBe(true)
+      expect(performance.now() - started).toBeLessThan(1_000)
+
+      await proxy!.stall()
+      started = performance.now()
+      const stalled = (await failure(() => db.execute(sql`select 1`))) as { cause?: { code?: string } }
+      expect(stalled.cause?.code).toBe('CONNECT_TIMEOUT')
+      expect(isDatabaseUnavailable(stalled)).toBe(true)
+      expect(performance.now() - started).toBeLessThan(2_000)
+    } finally {
+      await proxy!.resume()
+      proxy!.cut()
+    }
+    await db.execute(sql`select 1`)
+  })
+
+  test('a refused query is not an outage: a constraint violation, bad SQL, our own errors', async () => {
+    const { db } = await open({})
+    await db.execute(sql`insert into accounts (email, password_hash) values ('dup@example.com', 'x')`)
+    const duplicate = await failure(() => db.execute(sql`insert into accounts (email, password_hash) values ('dup@example.com', 'x')`))
+    expect((duplicate as { cause?: { code?: string } }).cause?.code).toBe('23505')
+    expect(isDatabaseUnavailable(duplicate)).toBe(false)
+    expect(isDatabaseUnavailable(await failure(() => db.execute(sql`selec 1`)))).toBe(false)
+    for (const other of [new AppError('NOT_FOUND', 'x'), new Error('boom'), undefined, null, 'ECONNREFUSED', { code: 42 }]) {
+      expect(isDatabaseUnavailable(other)).toBe(false)
+    }
+  })
+})
+
+test('the answer is 503 SERVICE_UNAVAILABLE with Retry-After, in the error envelope', () => {
+  const error = databaseUnavailable()
+  expect(error.status).toBe(503)
+  expect(error.headers).toEqual({ 'retry-after': '5' })
+  expect(error.toBody()).toEqual({ error: { code: 'SERVICE_UNAVAILABLE', message: expect.stringContaining('database') } })
+})

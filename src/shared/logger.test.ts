@@ -1,0 +1,77 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { freshDatabase } from '../../test/helpers/db'
+import { TEST_DATABASE_URL } from '../../test/helpers/env'
+import { openPostgres } from '../db/client'
+import { accounts } from '../db/schema'
+import { findActiveKey, findSessionAccount } from '../modules/auth/repo'
+import { sha256Hex } from '../modules/auth/secrets'
+import { createLogger } from './logger'
+
+function capture() {
+  const lines: string[] = []
+  return { lines, logger: createLogger('info', { write: (line: string) => void lines.push(line) }) }
+}
+
+const failure = (run: () => Promise<unknown>) =>
+  run().then(
+    () => {
+      throw new Error('expected a failure')
+    },
+    (error: unknown) => error,
+  )
+
+// The failures the issue saw leak, made for real: a signup insert refused by PostgreSQL (drizzle
+// puts its parameters in the message, PostgreSQL the email in `detail`), and key and session
+// lookups on a database that cannot be reached.
+describe('database errors are logged without the values bound to the query', async () => {
+  const { db } = await freshDatabase('empty')
+  const email = 'someone.private@example.com'
+  const passwordHash = await Bun.password.hash('a long enough password', 'argon2id')
+
+  test('a refused signup insert: no email, no password hash, the SQL and the cause kept', async () => {
+    await db.insert(accounts).values({ email, passwordHash, tier: 'free' })
+    const error = await failure(() => db.insert(accounts).values({ email, passwordHash, tier: 'free' }))
+    const { lines, logger } = capture()
+    logger.error({ err: error }, 'unhandled error')
+    const line = lines.join('')
+    expect(line).not.toContain(email)
+    expect(line).not.toContain('$argon2')
+    expect(line).not.toContain(passwordHash.slice(-20))
+    const logged = JSON.parse(line).err
+    expect(logged.message).toStartWith('Failed query: insert into "accounts"')
+    expect(logged.message).not.toContain('params')
+    expect(logged.query).toContain('insert into "accounts"')
+    expect(logged.cause).toMatchObject({ type: 'PostgresError', code: '23505', constraint_name: expect.any(String) })
+    expect(logged.stack).toContain('Failed query')
+  })
+
+  test.skipIf(!TEST_DATABASE_URL)('key and session lookups on an unreachable database: no digest', async () => {
+    const unreachable = await openPostgres('postgres://postgres@127.0.0.1:1/none', { connectTimeoutSeconds: 1 })
+    afterAll(() => unreachable.close())
+    const keyDigest = sha256Hex('tcg_live_0123456789abcdefghijABCDEFGHIJ01')
+    const tokenDigest = sha256Hex('a session token')
+    const { lines, logger } = capture()
+    for (const error of [
+      await failure(() => findActiveKey(unreachable.db, keyDigest)),
+      await failure(() => findSessionAccount(unreachable.db, tokenDigest, new Date())),
+    ]) {
+      logger.warn({ err: error }, 'database unavailable')
+    }
+    const logs = lines.join('')
+    expect(lines).toHaveLength(2)
+    expect(logs).not.toContain(keyDigest)
+    expect(logs).not.toContain(tokenDigest)
+    expect(logs).not.toMatch(/[0-9a-f]{64}/)
+    expect(JSON.parse(lines[0]!).err.cause.code).toBe('ECONNREFUSED')
+  })
+
+  test('errors that are not the database keep their fields, and redaction still applies', () => {
+    const { lines, logger } = capture()
+    const error = Object.assign(new Error('outer', { cause: new Error('inner') }), { code: 'E_SOMETHING' })
+    logger.error({ err: error, key: 'tcg_live_secret', headers: { cookie: 'session=abc' } }, 'failed')
+    const line = JSON.parse(lines[0]!)
+    expect(line.err).toMatchObject({ type: 'Error', message: 'outer', code: 'E_SOMETHING', cause: { type: 'Error', message: 'inner' } })
+    expect(line.key).toBe('[redacted]')
+    expect(line.headers.cookie).toBe('[redacted]')
+  })
+})

@@ -1,0 +1,235 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { sql } from 'drizzle-orm'
+import { publishAuthEvent } from '../../src/modules/auth/key-directory'
+import { sha256Hex } from '../../src/modules/auth/secrets'
+import { accountWithKey, type TestAccount, testRedis, testRedisPrefix } from '../helpers/auth'
+import { freshDatabase, selectRows, testLogger } from '../helpers/db'
+import { TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env'
+import { ROOT } from '../helpers/process'
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy'
+
+// A real database outage under a real service process: `test/fixtures/outage-server.ts` (the app
+// as src/index.ts serves it) reaches PostgreSQL through a TCP proxy this test controls, which
+// refuses, cuts and stalls its connections, then lets them through again. Redis stays up.
+// Without both services (the embedded PGlite run) there is no connection to break: skipped.
+const services = Boolean(TEST_DATABASE_URL && TEST_REDIS_URL)
+
+/** The key cache's TTL in the service (30 s in production): the outage outlasts it. */
+const KEY_CACHE_TTL_MS = 1_000
+const CONNECT_TIMEOUT_SECONDS = 1
+
+type Reply = { status: number; headers: Headers; body: any; ms: number }
+
+describe.skipIf(!services)('a database outage under a running service', async () => {
+  let child: ReturnType<typeof Bun.spawn> | undefined
+  let proxy: TcpProxy | undefined
+  // Registered before freshDatabase's hook (hooks run in order): the service lets go of the
+  // database before it is dropped.
+  afterAll(async () => {
+    child?.kill('SIGTERM')
+    if ((await Promise.race([child?.exited, Bun.sleep(5_000)])) === undefined) child?.kill('SIGKILL')
+    await proxy?.close()
+  }, 10_000)
+  const database = services ? await freshDatabase('seeded') : undefined
+  const prefix = testRedisPrefix()
+  const redis = services ? await testRedis(prefix) : undefined
+  /** Every line the service wrote to stdout, from start to stop. */
+  const logs: string[] = []
+  let base = ''
+  let business: TestAccount
+  let revoked: TestAccount
+  let cardIds = ''
+  const unknownKey = `tcg_live_${randomBytes(24).toString('base64').replace(/[^0-9A-Za-z]/g, '').padEnd(32, 'x').slice(0, 32)}`
+  const signupEmail = `outage-signup-${process.pid}@example.com`
+  const signupPassword = 'an outage-time password'
+
+  beforeAll(async () => {
+    const target = new URL(TEST_DATABASE_URL!)
+    proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
+    business = await accountWithKey(database!.db, 'business', new Date())
+    revoked = await accountWithKey(database!.db, 'business', new Date())
+    const ids = await selectRows<{ id: number }>(database!.db, sql`select id from cards order by id limit 3`)
+    cardIds = ids.map((row) => row.id).join(',')
+
+    child = Bun.spawn([process.execPath, 'test/fixtures/outage-server.ts'], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        DATABASE_URL: proxy.via(database!.url!),
+        REDIS_URL: TEST_REDIS_URL,
+        REDIS_KEY_PREFIX: prefix,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'info',
+        DATABASE_CONNECT_TIMEOUT_SECONDS: String(CONNECT_TIMEOUT_SECONDS),
+        DATABASE_STATEMENT_TIMEOUT_SECONDS: '2',
+        KEY_CACHE_TTL_MS: String(KEY_CACHE_TTL_MS),
+      },
+      stdout: 'pipe',
+      stderr: 'inherit',
+    })
+    const listening = Promise.withResolvers<string>()
+    void (async () => {
+      const decoder = new TextDecoder()
+      let buffered = ''
+      for await (const chunk of child!.stdout as ReadableStream<Uint8Array>) {
+        buffered += decoder.decode(chunk, { stream: true })
+        const lines = buffered.split('\n')
+        buffered = lines.pop()!
+        for (const line of lines) {
+          logs.push(line)
+          if (line.includes('"msg":"listening"')) listening.resolve(JSON.parse(line).url)
+        }
+      }
+      listening.reject(new Error(`the service exited before listening: ${logs.join('\n')}`))
+    })()
+    base = await listening.promise
+  }, 30_000)
+
+  async function send(path: string, init: { key?: string; cookie?: string; body?: unknown; method?: string } = {}): Promise<Reply> {
+    const headers: Record<string, string> = {}
+    if (init.key) headers['x-api-key'] = init.key
+    if (init.cookie) headers.cookie = init.cookie
+    if (init.body !== undefined) headers['content-type'] = 'application/json'
+    const started = performance.now()
+    const response = await fetch(`${base}${path}`, {
+      method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
+      headers,
+      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      signal: AbortSignal.timeout(15_000),
+    })
+    const text = await response.text()
+    return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, ms: performance.now() - started }
+  }
+
+  const snapshotRoutes = () => ['/v1/prices/top-movers?limit=2', `/v1/bulk/prices?ids=${cardIds}`, '/v1/prices/changes?since=2020-01-01T00:00:00Z&limit=2']
+  const databaseRoutes = () => [
+    { path: '/v1/sets?per_page=1', key: business.key },
+    { path: '/v1/keys', cookie: business.cookie },
+    { path: '/v1/auth/me', cookie: business.cookie },
+    { path: '/v1/auth/login', body: { email: business.email, password: business.password } },
+    { path: '/v1/auth/signup', body: { email: signupEmail, password: signupPassword } },
+  ]
+
+  function expectUnavailable(reply: Reply, withinMs: number) {
+    expect({ status: reply.status, code: reply.body?.error?.code }).toEqual({ status: 503, code: 'SERVICE_UNAVAILABLE' })
+    expect(typeof reply.body.error.message).toBe('string')
+    expect(reply.headers.get('retry-after')).toMatch(/^[1-9]\d?$/)
+    expect(reply.ms).toBeLessThan(withinMs)
+  }
+
+  let remaining = 0
+  /** A snapshot route for the business key: 200, and the quota counted one more request. */
+  async function expectServed(path: string) {
+    const reply = await send(path, { key: business.key })
+    expect({ path, status: reply.status }).toEqual({ path, status: 200 })
+    const now = Number(reply.headers.get('x-ratelimit-remaining'))
+    expect(now).toBe(remaining - 1)
+    remaining = now
+  }
+
+  test('before: every route answers, and both keys are known to the service', async () => {
+    const first = await send('/v1/sets?per_page=1', { key: business.key })
+    expect(first.status).toBe(200)
+    remaining = Number(first.headers.get('x-ratelimit-remaining'))
+    for (const path of snapshotRoutes()) await expectServed(path)
+    expect((await send('/v1/prices/top-movers?limit=1', { key: revoked.key })).status).toBe(200)
+    expect((await send('/v1/keys', { cookie: business.cookie })).status).toBe(200)
+    expect((await send('/ready')).status).toBe(200)
+  })
+
+  test('connections refused and cut: known keys keep the snapshot routes past the cache TTL; the rest is 503 at once', async () => {
+    await proxy!.refuse()
+    proxy!.cut()
+    await Bun.sleep(KEY_CACHE_TTL_MS + 300) // every cached key has expired
+
+    for (let round = 0; round < 2; round++) for (const path of snapshotRoutes()) await expectServed(path)
+    for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), 1_000)
+    remaining-- // the keyed 503 was charged too (DESIGN decision 5)
+    // Unknown: the service cannot tell whether the key exists, so it does not say it does not.
+    expectUnavailable(await send('/v1/prices/top-movers', { key: unknownKey }), 1_000)
+
+    const ready = await send('/ready')
+    // Still in the pool: the snapshot routes answer.
+    expect(ready.status).toBe(200)
+    expect(ready.body).toMatchObject({ status: 'degraded', checks: { database: 'error', redis: 'ok', quota: 'shared' } })
+    expect(ready.ms).toBeLessThan(1_000)
+  }, 15_000)
+
+  test('connections stalled: every answer still comes within the connect timeout, never a 30 s hang', async () => {
+    await proxy!.stall()
+    const bound = CONNECT_TIMEOUT_SECONDS * 1000 + 1_000
+    for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), bound)
+    remaining--
+    expectUnavailable(await send('/v1/bulk/prices?ids=1', { key: unknownKey }), bound)
+    for (const path of snapshotRoutes()) await expectServed(path)
+    const ready = await send('/ready')
+    expect(ready.body.checks.database).toBe('error')
+    expect(ready.ms).toBeLessThan(2_500) // /ready's own 2 s bound per check
+  }, 20_000)
+
+  test('a key revoked during the outage (announced on Redis) is refused at once', async () => {
+    await proxy!.refuse()
+    proxy!.cut()
+    expect((await send('/v1/prices/top-movers?limit=1', { key: revoked.key })).status).toBe(200)
+    // Another node, still connected, revoked it and told every node.
+    await database!.db.execute(sql`update api_keys set is_active = false where id = ${revoked.keyId}`)
+    await publishAuthEvent(redis, { kind: 'key', hash: sha256Hex(revoked.key) }, testLogger)
+    let reply: Reply | undefined
+    const started = performance.now()
+    while (performance.now() - started < 2_000) {
+      reply = await send('/v1/prices/top-movers?limit=1', { key: revoked.key })
+      if (reply.status !== 200) break
+      await Bun.sleep(20)
+    }
+    expect(performance.now() - started).toBeLessThan(1_000)
+    expectUnavailable(reply!, 1_000)
+    await expectServed('/v1/prices/top-movers?limit=1') // the other key is untouched
+  }, 15_000)
+
+  test('after: everything answers again without a restart, and the revoked key is refused as such', async () => {
+    await proxy!.resume()
+    const started = performance.now()
+    let ready: Reply | undefined
+    while (performance.now() - started < 10_000) {
+      ready = await send('/ready')
+      if (ready.status === 200) break
+      await Bun.sleep(100)
+    }
+    expect(ready!.body).toMatchObject({ status: 'ready', checks: { database: 'ok', redis: 'ok' } })
+
+    expect((await send('/v1/sets?per_page=1', { key: business.key })).status).toBe(200)
+    remaining--
+    for (const path of snapshotRoutes()) await expectServed(path)
+    expect((await send('/v1/keys', { cookie: business.cookie })).status).toBe(200)
+    expect((await send('/v1/auth/login', { body: { email: business.email, password: business.password } })).status).toBe(200)
+    expect((await send('/v1/auth/signup', { body: { email: signupEmail, password: signupPassword } })).status).toBe(201)
+    expect((await send('/v1/prices/top-movers', { key: revoked.key })).body.error.code).toBe('INVALID_API_KEY')
+    expect((await send('/v1/prices/top-movers', { key: unknownKey })).status).toBe(401)
+  }, 20_000)
+
+  test('the logs say what happened, and hold no email, password hash, key, token or digest of one', async () => {
+    await Bun.sleep(100) // the last lines reach stdout
+    const text = logs.join('\n')
+    const lines = logs.map((line) => JSON.parse(line))
+    expect(lines.filter((line) => line.msg === 'database unavailable').length).toBeGreaterThan(5)
+    expect(lines.filter((line) => line.msg === 'unhandled error')).toEqual([])
+
+    const hashes = await selectRows<{ password_hash: string }>(database!.db, sql`select password_hash from accounts`)
+    const tokens = [business, revoked].map((account) => account.cookie.slice('session='.length))
+    const secrets = [
+      ...[business, revoked].flatMap((account) => [account.email, account.password, account.key, sha256Hex(account.key)]),
+      ...tokens.flatMap((token) => [token, sha256Hex(token)]),
+      unknownKey,
+      sha256Hex(unknownKey),
+      signupEmail,
+      signupPassword,
+      ...hashes.map((row) => row.password_hash),
+    ]
+    for (const secret of secrets) expect(text).not.toContain(secret)
+    expect(text).not.toContain('$argon2')
+    expect(text).not.toMatch(/[0-9a-f]{64}/)
+  })
+})

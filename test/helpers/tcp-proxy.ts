@@ -1,0 +1,94 @@
+import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net'
+
+/**
+ * A TCP proxy a test puts between a service and PostgreSQL to make a real outage: it forwards
+ * until told to refuse new connections (the port stops listening: ECONNREFUSED), to stall them
+ * (accepted, never answered: the client's connect timeout decides), or to cut the open ones.
+ */
+export interface TcpProxy {
+  port: number
+  /** `url` (a postgres:// URL) pointed at the proxy instead of its own host and port. */
+  via(url: string): string
+  /** New connections are refused (the listening socket closes); open ones carry on. */
+  refuse(): Promise<void>
+  /** New connections are accepted and held without a byte forwarded either way. */
+  stall(): Promise<void>
+  /** Closes every open connection, both sides: queries in flight fail, the pool must reconnect. */
+  cut(): void
+  /** Forwards new connections again. */
+  resume(): Promise<void>
+  close(): Promise<void>
+}
+
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  const sockets = new Set<Socket>()
+  let mode: 'forward' | 'stall' = 'forward'
+  let server: Server | undefined
+  let port = 0
+
+  const track = (socket: Socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+    socket.on('error', () => {}) // a cut or a closed peer: the 'close' that follows is enough
+  }
+
+  function accept(client: Socket) {
+    track(client)
+    if (mode === 'stall') return
+    const upstream = connect(target.port, target.host)
+    track(upstream)
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.pipe(upstream)
+    upstream.pipe(client)
+  }
+
+  async function listen() {
+    if (server) return
+    const next = createServer(accept)
+    await new Promise<void>((resolve, reject) => {
+      next.once('error', reject)
+      next.listen(port, '127.0.0.1', () => resolve())
+    })
+    server = next
+    port = (next.address() as AddressInfo).port
+  }
+
+  async function unlisten() {
+    const current = server
+    server = undefined
+    // close() stops accepting at once; its callback would wait for the open connections to end.
+    current?.close()
+  }
+
+  await listen()
+  return {
+    get port() {
+      return port
+    },
+    via(url) {
+      const parsed = new URL(url)
+      parsed.hostname = '127.0.0.1'
+      parsed.port = String(port)
+      return parsed.toString()
+    },
+    async refuse() {
+      await unlisten()
+    },
+    async stall() {
+      mode = 'stall'
+      await listen()
+    },
+    cut() {
+      for (const socket of sockets) socket.destroy()
+    },
+    async resume() {
+      mode = 'forward'
+      await listen()
+    },
+    async close() {
+      await unlisten()
+      for (const socket of sockets) socket.destroy()
+    },
+  }
+}
