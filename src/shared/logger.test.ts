@@ -20,7 +20,7 @@ const failure = (run: () => Promise<unknown>) =>
     (error: unknown) => error,
   )
 
-// The failures the issue saw leak, made for real: a signup insert refused by PostgreSQL (drizzle
+// The failures that leaked secrets, made for real: a signup insert refused by PostgreSQL (drizzle
 // puts its parameters in the message, PostgreSQL the email in `detail`), and key and session
 // lookups on a database that cannot be reached.
 describe('database errors are logged without the values bound to the query', async () => {
@@ -41,7 +41,8 @@ describe('database errors are logged without the values bound to the query', asy
     expect(logged.message).toStartWith('Failed query: insert into "accounts"')
     expect(logged.message).not.toContain('params')
     expect(logged.query).toContain('insert into "accounts"')
-    expect(logged.cause).toMatchObject({ type: 'PostgresError', code: '23505', constraint_name: expect.any(String) })
+    // The driver's own error (postgres.js's PostgresError, or PGlite's) keeps its code.
+    expect(logged.cause).toMatchObject({ code: '23505' })
     expect(logged.stack).toContain('Failed query')
   })
 

@@ -14,7 +14,7 @@ import { withProbes } from '../helpers/probes'
 import { startServer } from '../helpers/server'
 import { startTcpProxy } from '../helpers/tcp-proxy'
 
-// Issue 20 §4: quotas survive Redis losing its data. A private redis-server that keeps nothing on
+// Quotas survive Redis losing its data. A private redis-server that keeps nothing on
 // disk is killed and started again empty mid-day; the day's counts come back from PostgreSQL's
 // daily_usage (and the node's unwritten counts) before any request is admitted. Real HTTP, real
 // PostgreSQL; outages of PostgreSQL go through a TCP proxy the test controls, never the shared server.
@@ -30,7 +30,7 @@ async function freePort(): Promise<number> {
   return port
 }
 
-/** A private redis-server with no persistence: a restart starts it empty, as the issue's did. */
+/** A private redis-server with no persistence: a restart starts it empty, like the machine's own Redis. */
 async function privateRedis() {
   const port = await freePort()
   let server: ReturnType<typeof Bun.spawn> | undefined

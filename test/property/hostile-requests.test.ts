@@ -1,5 +1,5 @@
 /**
- * Issue 20 §1: generated hostile requests at every operation `/openapi.json` lists (path
+ * Generated hostile requests at every operation `/openapi.json` lists (path
  * parameters, query strings, JSON bodies, headers, methods, content types, request lines), over
  * real HTTP to the real service on PostgreSQL (PGlite without TEST_DATABASE_URL) and Redis (the
  * in-process quota store without TEST_REDIS_URL). For every answer:
@@ -167,7 +167,7 @@ function judge(request: HostileRequest, outcome: Outcome): string[] {
 }
 
 /**
- * Issue 20 §2: one media-type rule on every operation that takes a body: `application/json` or any
+ * One media-type rule on every operation that takes a body: `application/json` or any
  * `…+json`, case-insensitive, parameters allowed; anything else (or none) is 415. So a JSON type is
  * never refused as 415, and a non-JSON one is never accepted.
  */
@@ -182,7 +182,7 @@ function mediaTypeProblems(request: HostileRequest, answer: Answer): string[] {
 }
 const JSON_MEDIA_TYPE = /^\s*application\/(?:[\w.!#$&^-]+\+)?json\s*(?:;.*)?$/i
 
-/** Issue 20 §2: a body over the limit (1 MiB by default) is refused (413), never served. */
+/** A body over the limit (1 MiB by default) is refused (413), never served. */
 function bodyLimitProblems(request: HostileRequest, answer: Answer): string[] {
   if ((request.body?.length ?? 0) <= BODY_LIMIT || answer.status >= 400) return []
   return [`${answer.status} for a ${request.body!.length}-byte body (the limit is ${BODY_LIMIT})`]
@@ -292,7 +292,7 @@ function printable(request: HostileRequest): HostileRequest {
   return Object.assign(request, { [fc.toStringMethod]: () => describeRequest(request) })
 }
 
-/** The failures issue 20 lists, tried first on every run so they stay fixed. */
+/** Requests that once gave a 5xx or a wrong answer, tried first on every run so they stay fixed. */
 function regressions(label: string): HostileRequest[] {
   const keyed = (target: string): HostileRequest => plain('GET', target, [['x-api-key', world.keys.pro]])
   const plain = (method: string, target: string, headers: [string, string][] = [], body?: string): HostileRequest => ({
