@@ -12,6 +12,7 @@ import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { withProbes } from '../helpers/probes'
 import { startServer } from '../helpers/server'
+import { freePort, spawnRedisServer } from '../helpers/redis-server'
 import { startTcpProxy } from '../helpers/tcp-proxy'
 
 // Quotas survive Redis losing its data. A private redis-server that keeps nothing on
@@ -23,37 +24,13 @@ const runnable = Boolean(TEST_DATABASE_URL && TEST_REDIS_URL && Bun.which('redis
 const DAY = utcDate(TEST_NOW)
 const FREE_QUOTA = 100
 
-async function freePort(): Promise<number> {
-  const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
-  const port = listener.port
-  listener.stop(true)
-  return port
-}
-
 /** A private redis-server with no persistence: a restart starts it empty, like the machine's own Redis. */
 async function privateRedis() {
   const port = await freePort()
   let server: ReturnType<typeof Bun.spawn> | undefined
   const clients: Redis[] = []
   async function start() {
-    server = Bun.spawn(['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdout: 'ignore',
-      stderr: 'ignore',
-    })
-    for (let attempt = 0; attempt < 100; attempt++) {
-      const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-      probe.on('error', () => {})
-      try {
-        await probe.connect()
-        if ((await probe.ping()) === 'PONG') return
-      } catch {
-        // not up yet
-      } finally {
-        probe.disconnect()
-      }
-      await Bun.sleep(20)
-    }
-    throw new Error(`redis-server did not start on port ${port}`)
+    server = await spawnRedisServer(port, ['--save', '', '--appendonly', 'no'])
   }
   async function kill() {
     server?.kill('SIGKILL')

@@ -10,6 +10,7 @@ import { freshDatabase, type TestDatabase, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { withProbes } from '../helpers/probes'
 import { type Listening, ROOT, spawnUntilListening } from '../helpers/process'
+import { freePort, spawnRedisServer } from '../helpers/redis-server'
 import { startServer } from '../helpers/server'
 
 // Quotas and key changes shared by several nodes, over real HTTP, real PostgreSQL and real Redis:
@@ -285,34 +286,10 @@ describe.skipIf(!services)('Redis killed during a run', async () => {
   // Seeded: /ready is only 200 (ready or degraded) with a catalog.
   const database: TestDatabase | undefined = services ? await freshDatabase('seeded') : undefined
 
-  async function freePort(): Promise<number> {
-    const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
-    const port = listener.port
-    listener.stop(true)
-    return port
-  }
-
   async function startRedis(port: number) {
     // Append-only file synced on every write: what Redis had counted survives the SIGKILL, as on
     // a server that comes back after a network partition or a restart with persistence.
-    redisServer = Bun.spawn(
-      ['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', dataDir],
-      { stdout: 'ignore', stderr: 'ignore' },
-    )
-    for (let attempt = 0; attempt < 100; attempt++) {
-      const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-      probe.on('error', () => {})
-      try {
-        await probe.connect()
-        if ((await probe.ping()) === 'PONG') return
-      } catch {
-        // not up (or still loading) yet
-      } finally {
-        probe.disconnect()
-      }
-      await Bun.sleep(50)
-    }
-    throw new Error(`redis-server did not start on port ${port}`)
+    redisServer = await spawnRedisServer(port, ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', dataDir])
   }
 
   /** The account's quota hash for the in-process server's day (its clock is TEST_NOW), read directly. */
