@@ -15,6 +15,11 @@ describe('loadConfig', () => {
       requestTimeoutSeconds: 10,
       databaseConnectTimeoutSeconds: 3,
       databaseStatementTimeoutSeconds: 5,
+      marketplaceUrl: undefined,
+      marketplaceTimeoutMs: 2_000,
+      jobsEnabled: true,
+      leaderRetrySeconds: 5,
+      conditionRecrawlPerMinute: 120,
       logLevel: 'info',
       demoScale: 'small',
     })
@@ -33,9 +38,15 @@ describe('loadConfig', () => {
       REQUEST_TIMEOUT_SECONDS: '30',
       DATABASE_CONNECT_TIMEOUT_SECONDS: '2',
       DATABASE_STATEMENT_TIMEOUT_SECONDS: '15',
+      MARKETPLACE_URL: 'https://marketplace.example/api',
+      MARKETPLACE_TIMEOUT_MS: '500',
+      JOBS_ENABLED: 'false',
+      LEADER_RETRY_SECONDS: '2',
+      CONDITION_RECRAWL_PER_MINUTE: '0',
     })
     expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', databaseUrl: 'postgres://u@db:5432/tcg', redisUrl: 'redis://cache:6379', logLevel: 'debug', demoScale: 'large' })
     expect(config).toMatchObject({ maxBodyBytes: 2_097_152, requestTimeoutSeconds: 30, databaseConnectTimeoutSeconds: 2, databaseStatementTimeoutSeconds: 15 })
+    expect(config).toMatchObject({ marketplaceUrl: 'https://marketplace.example/api', marketplaceTimeoutMs: 500, jobsEnabled: false, leaderRetrySeconds: 2, conditionRecrawlPerMinute: 0 })
     expect(Object.isFrozen(config)).toBe(true)
   })
 

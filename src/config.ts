@@ -24,6 +24,11 @@ const Env = Type.Object({
   REQUEST_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 255, default: 10 }),
   DATABASE_CONNECT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 3 }),
   DATABASE_STATEMENT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 600, default: 5 }),
+  MARKETPLACE_URL: Type.Optional(Type.String({ pattern: '^https?://', expected: 'must be an http:// or https:// URL' })),
+  MARKETPLACE_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 60_000, default: 2_000 }),
+  JOBS_ENABLED: Type.Boolean({ default: true }),
+  LEADER_RETRY_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 5 }),
+  CONDITION_RECRAWL_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 60_000, default: 120 }),
   LOG_LEVEL: Type.Union(
     ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -55,6 +60,16 @@ export interface Config {
   /** PostgreSQL: how long to wait for a connection, and for one statement of a request. */
   databaseConnectTimeoutSeconds: number
   databaseStatementTimeoutSeconds: number
+  /** The marketplace's HTTP API; the built-in demo marketplace when unset. */
+  marketplaceUrl: string | undefined
+  /** How long one marketplace request may take before it counts as failed. */
+  marketplaceTimeoutMs: number
+  /** Whether this node competes to lead the scheduled jobs (syncs, re-crawl); API-only nodes set false. */
+  jobsEnabled: boolean
+  /** How often a node that does not lead tries to take the leader lock. */
+  leaderRetrySeconds: number
+  /** Cards the condition re-crawl refreshes per minute (0: off): bounds the request rate to the marketplace. */
+  conditionRecrawlPerMinute: number
   logLevel: LogLevel
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
@@ -101,6 +116,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     requestTimeoutSeconds: parsed.REQUEST_TIMEOUT_SECONDS,
     databaseConnectTimeoutSeconds: parsed.DATABASE_CONNECT_TIMEOUT_SECONDS,
     databaseStatementTimeoutSeconds: parsed.DATABASE_STATEMENT_TIMEOUT_SECONDS,
+    marketplaceUrl: parsed.MARKETPLACE_URL,
+    marketplaceTimeoutMs: parsed.MARKETPLACE_TIMEOUT_MS,
+    jobsEnabled: parsed.JOBS_ENABLED,
+    leaderRetrySeconds: parsed.LEADER_RETRY_SECONDS,
+    conditionRecrawlPerMinute: parsed.CONDITION_RECRAWL_PER_MINUTE,
     logLevel: parsed.LOG_LEVEL as LogLevel,
     demoScale: parsed.DEMO_SCALE,
   })

@@ -19,3 +19,28 @@ export const syncRuns = pgTable(
   },
   (table) => [index('sync_runs_game_idx').on(table.gameId, table.startedAt)],
 )
+
+/**
+ * One row per run of a scheduled job (or a manual sync): which job, for which scheduled instant,
+ * over which games, how it ended and how many rows it changed. The scheduler reads the newest
+ * `scheduled_for` per job to find a run missed while no node led.
+ */
+export const jobRuns = pgTable(
+  'job_runs',
+  {
+    id: serial('id').primaryKey(),
+    /** e.g. `sync-tier-3`; `manual-sync` for the CLI. */
+    job: text('job').notNull(),
+    /** The schedule instant this run stands for (its start when run by hand). */
+    scheduledFor: timestamptz('scheduled_for').notNull(),
+    /** Slugs of the games the run covered. */
+    games: jsonb('games').$type<string[]>().notNull(),
+    /** running | succeeded | failed (a run with some failed games is failed) */
+    outcome: text('outcome').notNull(),
+    rowsChanged: integer('rows_changed'),
+    error: text('error'),
+    startedAt: timestamptz('started_at').notNull(),
+    finishedAt: timestamptz('finished_at'),
+  },
+  (table) => [index('job_runs_job_idx').on(table.job, table.scheduledFor)],
+)

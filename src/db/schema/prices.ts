@@ -3,6 +3,7 @@ import {
   doublePrecision,
   index,
   integer,
+  jsonb,
   pgTable,
   primaryKey,
   text,
@@ -84,4 +85,23 @@ export const conditionPrices = pgTable(
     // The rolling re-crawl takes the oldest rows first.
     index('condition_prices_updated_idx').on(table.lastUpdatedAt),
   ],
+)
+
+/**
+ * When each card's condition rows were last refreshed from the marketplace's listings, and the
+ * live listing counts per condition seen then. A refresh replaces all of a card's rows at once, so
+ * this one instant dates them; a card refreshed with no listings has a row here and none above.
+ */
+export const conditionRefreshes = pgTable(
+  'condition_refreshes',
+  {
+    cardId: integer('card_id')
+      .primaryKey()
+      .references(() => cards.id),
+    refreshedAt: timestamptz('refreshed_at').notNull(),
+    /** Total live listings per condition across all printings (market depth, not the sample). */
+    conditionCounts: jsonb('condition_counts').$type<Record<string, number>>().notNull(),
+  },
+  // The rolling re-crawl takes the oldest refreshes first.
+  (table) => [index('condition_refreshes_at_idx').on(table.refreshedAt)],
 )

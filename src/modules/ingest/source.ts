@@ -20,6 +20,10 @@ export const CONDITIONS = [
 ] as const
 export type Condition = (typeof CONDITIONS)[number]
 
+/** Sealed products are sold in one condition (DESIGN decision 17). */
+export const SEALED_CONDITION = 'Unopened'
+export type ListingCondition = Condition | typeof SEALED_CONDITION
+
 /** Printing names per game kind, in the spec's order (the first is the fallback primary printing). */
 export const PRINTINGS_BY_KIND: Record<GameKind, readonly string[]> = {
   creature: ['Normal', 'Holofoil', 'Reverse Holofoil', '1st Edition', 'Unlimited'],
@@ -113,10 +117,18 @@ export interface SourceSale {
 export interface SourceListing {
   productId: number
   printing: string
-  condition: Condition
+  condition: ListingCondition
   language: string
   price: number
   shipping: number
+}
+
+/** What the marketplace answers for one product's live listings. */
+export interface SourceListings {
+  /** A sample of the live listings (every printing, condition and language), not the whole market. */
+  listings: SourceListing[]
+  /** Total live listings per condition across all printings: the market's depth, beyond the sample. */
+  conditionCounts: Partial<Record<ListingCondition, number>>
 }
 
 export interface MarketplaceSource {
@@ -127,6 +139,6 @@ export interface MarketplaceSource {
   listPrices(groupId: number, date: string): Promise<SourcePrice[]>
   /** Sales of every printing of every product of the group on `date` (YYYY-MM-DD, UTC). */
   listSales(groupId: number, date: string): Promise<SourceSale[]>
-  /** Current live listings of one product. */
-  listListings(productId: number): Promise<SourceListing[]>
+  /** Current live listings of one product: a sample and the counts per condition. */
+  listListings(productId: number): Promise<SourceListings>
 }

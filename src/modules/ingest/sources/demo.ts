@@ -12,6 +12,7 @@ import {
   type MarketplaceSource,
   type SourceGame,
   type SourceListing,
+  type SourceListings,
   type SourcePrice,
   type SourceProduct,
   type SourceSale,
@@ -884,7 +885,14 @@ class DemoSource implements MarketplaceSource {
     return this.perPrinting(groupId, date, (basePrice) => basePrice >= 1, saleRecord)
   }
 
-  async listListings(productId: number): Promise<SourceListing[]> {
+  async listListings(productId: number): Promise<SourceListings> {
+    const listings = this.sampleListings(productId)
+    const conditionCounts: SourceListings['conditionCounts'] = {}
+    for (const listing of listings) conditionCounts[listing.condition] = (conditionCounts[listing.condition] ?? 0) + 1
+    return { listings, conditionCounts }
+  }
+
+  private sampleListings(productId: number): SourceListing[] {
     const group = Number.isInteger(productId) ? this.group(Math.floor(productId / PRODUCTS_PER_GROUP)) : undefined
     const item = group?.products[(productId % PRODUCTS_PER_GROUP) - 1]
     const day = Math.floor(this.now().getTime() / DAY_MS)
