@@ -5,6 +5,8 @@ import { authRoutes } from './modules/auth/routes'
 import { type AuthDeps, createAuthRuntime } from './modules/auth/runtime'
 import { bulkRoutes } from './modules/bulk/routes'
 import { catalogRoutes } from './modules/catalog/routes'
+import { conditionRoutes } from './modules/conditions/routes'
+import { conditionService } from './modules/conditions/service'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
 import { historyRoutes } from './modules/history/routes'
@@ -15,9 +17,12 @@ import { registerFormats } from './shared/formats'
 import { errorHandler, lastResortErrorResponse } from './shared/http'
 import { requestRules } from './shared/request-rules'
 
-export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock'> & {
-  config: Pick<Deps['config'], 'cookieSecure' | 'maxBodyBytes' | 'requestTimeoutSeconds'>
-} & Pick<AuthDeps, 'keyCache'>
+export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock' | 'source'> & {
+  config: Pick<Deps['config'], 'cookieSecure' | 'maxBodyBytes' | 'requestTimeoutSeconds' | 'marketplaceTimeoutMs'>
+} & Pick<AuthDeps, 'keyCache'> & {
+  /** Whether this node leads the scheduled jobs (`/ready` says so); absent where no scheduler runs. */
+  isLeader?: () => boolean
+}
 
 /**
  * Builds the whole HTTP app without listening, so tests can serve it on any port. The auth
@@ -62,6 +67,7 @@ export function createApp(deps: AppDeps) {
     .use(searchRoutes(auth))
     .use(pricesRoutes(auth, snapshots))
     .use(bulkRoutes(auth, deps.logger))
+    .use(conditionRoutes(auth, conditionService(deps)))
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined
@@ -74,6 +80,7 @@ export function createApp(deps: AppDeps) {
   }
   runtimes.set(app, {
     ready: async () => void (await snapshots.get()),
+    refreshSnapshot: () => snapshots.refresh(),
     async close() {
       snapshots.close()
       await auth.close()
@@ -84,11 +91,16 @@ export function createApp(deps: AppDeps) {
 
 export type App = ReturnType<typeof createApp>
 
-const runtimes = new WeakMap<object, { ready(): Promise<void>; close(): Promise<void> }>()
+const runtimes = new WeakMap<object, { ready(): Promise<void>; refreshSnapshot(): Promise<unknown>; close(): Promise<void> }>()
 
 /** Resolves once the app can answer everything: its first price snapshot is built. */
 export async function appReady(app: App) {
   await runtimes.get(app)?.ready()
+}
+
+/** Rebuilds the app's price snapshot now (after a sync in this process), rather than at the next change message or poll. */
+export async function refreshAppSnapshot(app: App) {
+  await runtimes.get(app)?.refreshSnapshot()
 }
 
 /** Stops listening, then writes out what the app still holds (usage counters) and closes it. */

@@ -5,6 +5,10 @@ import { publishAuthEvent } from './modules/auth/key-directory'
 import { createKey } from './modules/auth/keys'
 import { isTier, type Tier, TIERS } from './modules/auth/tiers'
 import { createDeps } from './deps'
+import { loggingAlertHook } from './jobs/alerts'
+import { formatJobStatuses, jobStatuses } from './jobs/report'
+import { MANUAL_SYNC_JOB } from './jobs/runs'
+import { runSyncJob } from './jobs/sync-job'
 import { seedCatalog, syncCatalog } from './modules/ingest/seed'
 import { publishSnapshotChanged } from './modules/snapshot/store'
 import { isCatalogEmpty, wipeCatalog } from './modules/ingest/service'
@@ -18,7 +22,11 @@ Commands:
                                   (S: ${DEMO_SCALES.join(' | ')}; default DEMO_SCALE).
                                   --fresh first wipes catalog, prices, history and webhooks
                                   (accounts and keys are kept)
-  sync [--game slug]...           sync today's prices for every game, or the named ones
+  sync [--game slug]...           sync today's prices for every game, or the named ones, now
+                                  (recorded as a manual-sync run; nodes rebuild their snapshot
+                                  and the changed prices go to alert evaluation)
+  jobs                            list the scheduled jobs: schedule, next run (UTC and
+                                  America/New_York) and last outcome
   account:create --email E --password P [--tier T]
                                   create an account (T: ${TIERS.join(' | ')}; default free)
   account:set-tier --email E --tier T
@@ -28,7 +36,7 @@ Commands:
 
 The database and other settings come from the environment (see README).`
 
-const COMMANDS = ['migrate', 'seed', 'sync', 'account:create', 'account:set-tier', 'key:create']
+const COMMANDS = ['migrate', 'seed', 'sync', 'jobs', 'account:create', 'account:set-tier', 'key:create']
 const REQUIRED: Record<string, ('email' | 'password' | 'tier')[]> = {
   'account:create': ['email', 'password'],
   'account:set-tier': ['email', 'tier'],
@@ -91,9 +99,14 @@ async function main(argv: string[]) {
       return summary.failed > 0 ? 1 : 0
     }
     if (command === 'sync') {
-      const summary = await syncCatalog(deps, { gameSlugs: values.game })
-      await publishSnapshotChanged(deps.redis, deps.logger)
+      const { summary } = await runSyncJob(
+        { ...deps, alertHook: loggingAlertHook(deps.logger) },
+        { job: MANUAL_SYNC_JOB, scheduledFor: deps.clock.now(), gameSlugs: values.game, sync: syncCatalog },
+      )
       return summary.failed > 0 ? 1 : 0
+    }
+    if (command === 'jobs') {
+      console.log(formatJobStatuses(await jobStatuses(deps.db, deps.clock.now())))
     }
     if (command === 'account:create') {
       const account = await createAccount(deps.db, { email: values.email!, password: values.password!, tier: tier as Tier | undefined })

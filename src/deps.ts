@@ -2,6 +2,7 @@ import type { default as Redis, RedisOptions } from 'ioredis'
 import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { createDemoSource } from './modules/ingest/sources/demo'
+import { createHttpSource } from './modules/ingest/sources/http'
 import type { MarketplaceSource } from './modules/ingest/source'
 import { type Clock, systemClock } from './shared/clock'
 import { createLogger, type Logger } from './shared/logger'
@@ -64,12 +65,14 @@ export async function createDeps(
     logger.info('REDIS_URL is not set: counters live in this process (single node only)')
   }
   logger.info({ driver: database.driver }, database.driver === 'pglite' ? `embedded database in ${config.dataDir}` : 'using PostgreSQL')
+  // The URL itself is not logged: it may carry credentials.
+  if (!overrides.source) logger.info(config.marketplaceUrl ? 'marketplace: MARKETPLACE_URL over HTTP' : `marketplace: built-in demo (${config.demoScale})`)
   return {
     config,
     db: database.db,
     database,
     redis,
-    source: overrides.source ?? createDemoSource({ scale: config.demoScale, now: () => clock.now() }),
+    source: overrides.source ?? marketplaceSource(config, clock),
     clock,
     logger,
     async close() {
@@ -77,4 +80,10 @@ export async function createDeps(
       await database.close()
     },
   }
+}
+
+/** The marketplace at MARKETPLACE_URL when set, else the built-in demo marketplace on the service's clock. */
+export function marketplaceSource(config: Readonly<Config>, clock: Clock): MarketplaceSource {
+  if (config.marketplaceUrl) return createHttpSource({ url: config.marketplaceUrl, timeoutMs: config.marketplaceTimeoutMs })
+  return createDemoSource({ scale: config.demoScale, now: () => clock.now() })
 }

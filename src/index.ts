@@ -1,6 +1,8 @@
-import { appReady, createApp, stopApp } from './app'
+import { appReady, createApp, refreshAppSnapshot, stopApp } from './app'
 import { ConfigError, loadConfig } from './config'
 import { createDeps } from './deps'
+import { loggingAlertHook } from './jobs/alerts'
+import { createScheduler } from './jobs/scheduler'
 import { createDemoAccountIfNone, DEMO_TIER, demoBanner, keyHint } from './modules/auth/demo-account'
 import { seedCatalog } from './modules/ingest/seed'
 import { isCatalogEmpty } from './modules/ingest/service'
@@ -13,7 +15,13 @@ async function main() {
     deps.logger.info({ scale: config.demoScale }, 'empty catalog: seeding generated demo data (not real market data)')
     await seedCatalog(deps)
   }
-  const app = createApp(deps)
+  // Built before the app (its /ready says whether this node leads), started after listen: tests
+  // build the app in-process and must never run jobs.
+  const scheduler = createScheduler(deps, {
+    refreshSnapshot: () => refreshAppSnapshot(app),
+    alertHook: loggingAlertHook(deps.logger),
+  })
+  const app = createApp({ ...deps, isLeader: scheduler.isLeader })
   await appReady(app) // the first price snapshot, so the node is ready when it starts listening
   app.listen({ port: config.port, hostname: config.host })
   const url = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}`
@@ -33,12 +41,14 @@ async function main() {
     }
   }
   deps.logger.info({ url }, 'listening; API docs at /docs')
+  scheduler.start()
 
   let stopping = false
   const shutdown = async (signal: string) => {
     if (stopping) return
     stopping = true
     deps.logger.info({ signal }, 'shutting down')
+    await scheduler.stop()
     await stopApp(app)
     await deps.close()
     process.exit(0)

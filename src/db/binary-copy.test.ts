@@ -2,7 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { freshDatabase, selectRows } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
-import { BinaryCopyDecoder, type BinaryCopyRow, copyRows } from './binary-copy'
+import { BinaryCopyDecoder, type BinaryCopyRow, BinaryCopyWriter, copyIn, copyRows } from './binary-copy'
 
 /** Bytes of a binary COPY stream with these rows (null: a NULL field), as PostgreSQL writes them. */
 function copyBytes(rows: (Buffer | null)[][]): Buffer {
@@ -122,5 +122,60 @@ describe.skipIf(!database)('binary COPY from PostgreSQL', () => {
       expect(rows).toHaveLength(650)
       expect(await selectRows(tx, sql`select 2 as two`)).toEqual([{ two: 2 }])
     })
+  })
+})
+
+describe.skipIf(!database)('binary COPY into PostgreSQL', () => {
+  const db = database?.db!
+  const TABLE = 'create temporary table landed (id int primary key, label text, money float8, day date, at timestamptz) on commit drop'
+  const rows = [
+    { id: -2147483648, label: 'Normal', money: 0.1, day: '2000-01-01', at: new Date('2026-11-22T10:11:12.345Z') },
+    { id: 2147483647, label: 'Holofoil ✨ "x"\t\\n é', money: -1e300, day: '1999-12-31', at: new Date('1999-12-31T23:59:59.999Z') },
+    { id: 0, label: null, money: null, day: null, at: null },
+    { id: 7, label: 'x'.repeat(3_000_000), money: 5e-324, day: '1970-01-01', at: new Date(1) },
+  ]
+
+  test('writes each type as the server reads it back, across chunks', async () => {
+    await db.transaction(async (tx) => {
+      await tx.execute(sql.raw(TABLE))
+      const count = await copyIn(tx, 'landed (id, label, money, day, at)', async ({ rows: out, flush }) => {
+        for (const row of rows) {
+          out.row(5).integer(row.id).text(row.label).float8(row.money).date(row.day).timestamp(row.at)
+          await flush()
+        }
+      })
+      expect(count).toBe(4)
+      const back = await selectRows<Record<string, unknown>>(
+        tx,
+        sql`select id, label, money, day::text as day, at from landed order by array_position(array[-2147483648, 2147483647, 0, 7], id)`,
+      )
+      expect(back.map((row) => ({ ...row, at: row.at === null ? null : new Date(row.at as string) }))).toEqual(rows)
+    })
+  })
+
+  test("the server's error after the last row rejects instead of hanging, the caller's error rejects too", async () => {
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.execute(sql.raw(TABLE))
+        // The duplicate key is only found once the server has the final rows.
+        await copyIn(tx, 'landed (id)', ({ rows: out }) => {
+          out.row(1).integer(1)
+          out.row(1).integer(1)
+        })
+      }),
+    ).rejects.toThrow('duplicate key')
+    await db.transaction(async (tx) => {
+      await tx.execute(sql.raw(TABLE))
+      await expect(
+        copyIn(tx, 'landed (id)', async ({ rows: out, flush }) => {
+          out.row(1).integer(1)
+          await flush()
+          throw new Error('source failed')
+        }),
+      ).rejects.toThrow('source failed')
+    })
+    expect(await selectRows(db, sql`select 1 as one`)).toEqual([{ one: 1 }])
+    expect(() => new BinaryCopyWriter().integer(2 ** 31)).toThrow('no int4')
+    expect(() => new BinaryCopyWriter().date('2026-13-45')).toThrow('no date')
   })
 })

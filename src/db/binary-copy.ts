@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream'
+import type { Readable, Writable } from 'node:stream'
 import { is } from 'drizzle-orm'
 import { PostgresJsSession } from 'drizzle-orm/postgres-js/session'
 import type { Executor } from './client'
@@ -159,6 +159,11 @@ export class BinaryCopyDecoder<T> {
   }
 }
 
+/** Whether the executor talks to PostgreSQL through postgres.js, which can COPY (PGlite cannot from here). */
+export function canCopy(db: Executor): boolean {
+  return is(db._.session, PostgresJsSession)
+}
+
 /** How many connections the executor's pool may open for COPY: 0 under PGlite, which has none. */
 export function copyConnections(db: Executor): number {
   const session = db._.session
@@ -201,4 +206,192 @@ export async function copyRows<T>(db: Executor, query: string, columns: number, 
   })
   if (failure !== undefined) throw failure
   return decoder.finish()
+}
+
+/** Bytes a chunk grows to before it is handed to the connection: large enough that a write is rare. */
+const COPY_CHUNK_BYTES = 1 << 20
+
+/**
+ * Writes rows in PostgreSQL's binary COPY format, field by field in column order: the inverse of
+ * `BinaryCopyRow`. The server parses binary fields with no text conversion (a double is 8 bytes
+ * copied, not a decimal string parsed), which is most of what a bulk load costs it. Full chunks
+ * collect in `ready` until `copyIn` hands them to the connection.
+ */
+export class BinaryCopyWriter {
+  private chunk = Buffer.allocUnsafe(COPY_CHUNK_BYTES)
+  private at = 0
+  /** Rows started so far. */
+  rowCount = 0
+  readonly ready: Buffer[] = []
+  private readonly days = new Map<string, number>()
+
+  constructor() {
+    SIGNATURE.copy(this.chunk, 0)
+    this.chunk.fill(0, SIGNATURE.length, SIGNATURE.length + 8)
+    this.at = SIGNATURE.length + 8
+  }
+
+  private room(bytes: number): void {
+    if (this.at + bytes <= this.chunk.length) return
+    this.cut()
+    if (bytes > this.chunk.length) this.chunk = Buffer.allocUnsafe(bytes)
+  }
+
+  /** Moves the bytes written so far to `ready`. */
+  cut(): void {
+    if (this.at === 0) return
+    this.ready.push(this.chunk.subarray(0, this.at))
+    this.chunk = Buffer.allocUnsafe(COPY_CHUNK_BYTES)
+    this.at = 0
+  }
+
+  /** Starts a row of `fields` fields; each field must follow. */
+  row(fields: number): this {
+    this.rowCount++
+    this.room(2)
+    this.chunk.writeInt16BE(fields, this.at)
+    this.at += 2
+    return this
+  }
+
+  private nullField(): this {
+    this.room(4)
+    this.chunk.writeInt32BE(-1, this.at)
+    this.at += 4
+    return this
+  }
+
+  /** integer (int4). */
+  integer(value: number | null | undefined): this {
+    if (value == null) return this.nullField()
+    if (!Number.isInteger(value) || value < -2_147_483_648 || value > 2_147_483_647) throw new Error(`binary COPY: ${value} is no int4`)
+    this.room(8)
+    this.chunk.writeInt32BE(4, this.at)
+    this.chunk.writeInt32BE(value, this.at + 4)
+    this.at += 8
+    return this
+  }
+
+  /** double precision. */
+  float8(value: number | null | undefined): this {
+    if (value == null) return this.nullField()
+    this.room(12)
+    this.chunk.writeInt32BE(8, this.at)
+    this.chunk.writeDoubleBE(value, this.at + 4)
+    this.at += 12
+    return this
+  }
+
+  /** text, as UTF-8. */
+  text(value: string | null | undefined): this {
+    if (value == null) return this.nullField()
+    this.room(4 + value.length * 3)
+    const length = this.chunk.write(value, this.at + 4, 'utf8')
+    this.chunk.writeInt32BE(length, this.at)
+    this.at += 4 + length
+    return this
+  }
+
+  /** date, from `YYYY-MM-DD`. */
+  date(value: string | null | undefined): this {
+    if (value == null) return this.nullField()
+    let days = this.days.get(value)
+    if (days === undefined) {
+      const ms = Date.parse(`${value}T00:00:00Z`)
+      if (!/^\d{4}-\d{2}-\d{2}$/.test(value) || Number.isNaN(ms)) throw new Error(`binary COPY: '${value}' is no date`)
+      this.days.set(value, (days = (ms - POSTGRES_EPOCH_MS) / DAY_MS))
+    }
+    this.room(8)
+    this.chunk.writeInt32BE(4, this.at)
+    this.chunk.writeInt32BE(days, this.at + 4)
+    this.at += 8
+    return this
+  }
+
+  /** timestamptz, to the millisecond. */
+  timestamp(value: Date | null | undefined): this {
+    if (value == null) return this.nullField()
+    const micros = (value.getTime() - POSTGRES_EPOCH_MS) * 1000
+    if (!Number.isFinite(micros)) throw new Error('binary COPY: an invalid Date')
+    const high = Math.floor(micros / 2 ** 32)
+    this.room(12)
+    this.chunk.writeInt32BE(8, this.at)
+    this.chunk.writeInt32BE(high, this.at + 4)
+    this.chunk.writeUInt32BE(micros - high * 2 ** 32, this.at + 8)
+    this.at += 12
+    return this
+  }
+
+  /** Ends the stream with the trailer and moves everything to `ready`. */
+  end(): void {
+    this.room(2)
+    this.chunk.writeInt16BE(-1, this.at)
+    this.at += 2
+    this.cut()
+  }
+}
+
+/** The sink `copyIn` gives its caller: write rows to `rows`, and `await flush()` now and then. */
+export interface CopyInSink {
+  rows: BinaryCopyWriter
+  /** Sends the full chunks to the server, waiting while the connection is backed up. */
+  flush(): Promise<void>
+}
+
+/**
+ * `COPY target FROM STDIN` in binary, in the executor's session (so inside its transaction, if it
+ * is one): `fill` writes the rows, flushing as it goes so memory holds about one chunk, and the
+ * server parses and stores rows while the next ones are made (the two sides overlap on two cores).
+ * Resolves with the number of rows copied. postgres.js only: undefined under PGlite, whose callers
+ * insert the same rows with statements.
+ */
+export async function copyIn(db: Executor, target: string, fill: (sink: CopyInSink) => Promise<void> | void): Promise<number | undefined> {
+  const session = db._.session
+  if (!is(session, PostgresJsSession)) return undefined
+  const query = session.client.unsafe(`copy ${target} from stdin with (format binary)`)
+  // postgres.js (3.4.9) reports an error that arrives after the last CopyData (the server checks
+  // the final rows only after the client said it was done) to the query alone, which has already
+  // resolved with the stream, and never completes the stream's end: the COPY would hang. Catching
+  // the rejection on its way makes it fail instead.
+  let failed: (error: unknown) => void = () => {}
+  const failure = new Promise<never>((_, reject) => (failed = reject))
+  failure.catch(() => {})
+  const settle = query as unknown as { reject: (error: unknown) => void }
+  const reject = settle.reject
+  settle.reject = (error: unknown) => {
+    failed(error)
+    reject(error)
+  }
+  const stream = (await query.writable()) as unknown as Writable
+  let streamError: unknown
+  stream.on('error', (error) => {
+    streamError ??= error
+    failed(error)
+  })
+  const rows = new BinaryCopyWriter()
+  // One flush's chunks are handed over whole and the next flush waits for them to drain: the
+  // server stores one batch while the caller makes the next, and memory holds about two batches.
+  let draining: Promise<unknown> | undefined
+  const flush = async () => {
+    if (streamError !== undefined) throw streamError
+    if (draining) await Promise.race([draining, failure])
+    draining = undefined
+    rows.cut()
+    let backedUp = false
+    for (const chunk of rows.ready.splice(0)) backedUp = !stream.write(chunk)
+    if (backedUp) draining = new Promise((resolve) => stream.once('drain', resolve))
+  }
+  try {
+    await fill({ rows, flush })
+    rows.end()
+    await flush()
+    if (draining) await Promise.race([draining, failure])
+  } catch (error) {
+    if (!stream.destroyed) stream.destroy(error instanceof Error ? error : new Error(String(error)))
+    // The server answers the CopyFail with an error; wait for it so the connection is free again.
+    await failure.catch(() => {})
+    throw error
+  }
+  await Promise.race([new Promise<void>((resolve) => stream.end(resolve)), failure])
+  return rows.rowCount
 }

@@ -16,6 +16,9 @@ import { accountWithKey, type TestAccount, testRedis } from '../helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { startServer } from '../helpers/server'
+import { createHttpSource } from '../../src/modules/ingest/sources/http'
+import { startFakeMarketplace } from '../fixtures/fake-marketplace'
+import { tinySource } from '../helpers/db'
 
 // The contract test: every operation /openapi.json lists is called for every status it declares,
 // and each real answer must match what the document itself declares for that status (schema,
@@ -35,6 +38,15 @@ const emptyServer = startServer({ db: (await freshDatabase('empty')).db, redis: 
 const unreachable = await openPostgres('postgres://postgres@127.0.0.1:1/none', { connectTimeoutSeconds: 1 })
 const outageServer = startServer({ db: unreachable.db, redis: undefined, logger: testLogger })
 afterAll(() => unreachable.close())
+// A marketplace answering 500 to everything, for the 503 of a live refresh that found no cached rows.
+const failingMarketplace = await startFakeMarketplace({ source: tinySource(), fault: { kind: 'status', status: 500 } })
+afterAll(() => failingMarketplace.stop())
+const upstreamOutageServer = startServer({
+  db: database.db,
+  redis: undefined,
+  logger: testLogger,
+  source: createHttpSource({ url: failingMarketplace.url, timeoutMs: 1_000 }),
+})
 
 const doc: Json = await (await server.get('/openapi.json')).json()
 
@@ -57,6 +69,8 @@ const [fixture] = await selectRows<{ game_slug: string; set_id: number; card_id:
 )
 const { game_slug: gameSlug, set_id: setId, card_id: cardId, marketplace_id: marketplaceId, card_name: cardName } = fixture!
 const UNKNOWN = 999_999_999
+// A card nothing else here asks condition prices of: never refreshed when the failing marketplace is asked.
+const unrefreshedCardId = (await selectRows<{ id: number }>(database.db, sql`select max(id) as id from cards`))[0]!.id
 const MAX_BODY_BYTES = loadConfig({}).maxBodyBytes
 
 /** A request: `key` is a tier's key, `min` the tier the operation states, `below` the one under it. */
@@ -98,6 +112,8 @@ const SUCCESS: Record<string, Call> = {
   'POST /v1/bulk/resolve/marketplace': { method: 'POST', path: '/v1/bulk/resolve/marketplace', key: 'min', ...json({ ids: [marketplaceId, UNKNOWN] }) },
   'POST /v1/bulk/resolve/name': { method: 'POST', path: '/v1/bulk/resolve/name', key: 'min', ...json({ names: [cardName, 'no such card name'] }) },
   'GET /v1/usage': { path: '/v1/usage', key: 'min' },
+  'GET /v1/cards/{id}/prices/conditions': { path: `/v1/cards/${cardId}/prices/conditions`, key: 'min' },
+  'GET /v1/bulk/conditions': { path: `/v1/bulk/conditions?ids=${cardId},${UNKNOWN}`, key: 'min' },
   'POST /v1/auth/signup': { method: 'POST', path: '/v1/auth/signup', ...json({ email: 'new-user@example.com', password: 'a long enough password' }) },
   'POST /v1/auth/login': { method: 'POST', path: '/v1/auth/login', ...json({ email: accounts.free.email, password: accounts.free.password }) },
   'POST /v1/auth/logout': { method: 'POST', path: '/v1/auth/logout', cookie: loggedOut.cookie },
@@ -132,6 +148,12 @@ const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
   'GET /v1/prices/top-movers': { 400: { path: '/v1/prices/top-movers?limit=51', key: 'min' }, 404: { path: '/v1/prices/top-movers?game=no-such-game', key: 'min' } },
   'GET /v1/prices/changes': { 400: { path: '/v1/prices/changes?since=yesterday', key: 'min' }, 404: { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&game=no-such-game', key: 'min' } },
   'GET /v1/bulk/prices': { 400: { path: '/v1/bulk/prices?ids=1,,2', key: 'min' } },
+  'GET /v1/cards/{id}/prices/conditions': {
+    400: { path: `/v1/cards/${cardId}/prices/conditions?printing=Gold`, key: 'min' },
+    404: { path: `/v1/cards/${UNKNOWN}/prices/conditions`, key: 'min' },
+    503: { path: `/v1/cards/${unrefreshedCardId}/prices/conditions`, key: 'min', base: upstreamOutageServer.base },
+  },
+  'GET /v1/bulk/conditions': { 400: { path: '/v1/bulk/conditions?ids=1,,2', key: 'min' } },
   'GET /v1/bulk/cards': { 400: { path: '/v1/bulk/cards?ids=', key: 'min' } },
   'GET /v1/bulk/history': { 400: { path: `/v1/bulk/history?ids=${cardId}&range=decade`, key: 'min' } },
   'GET /v1/export/set/{id}': { 400: { path: `/v1/export/set/${setId}?format=xml`, key: 'min' }, 404: { path: `/v1/export/set/${UNKNOWN}`, key: 'min' } },

@@ -42,10 +42,44 @@ describe('bun src/cli.ts', () => {
     expect(stdout).toContain('synced 2 games')
   }, 60_000)
 
+  test('jobs lists every job with its schedule, next run (UTC and New York) and last outcome; the CLI sync is recorded', async () => {
+    const before = Date.now()
+    const { code, stdout } = await cli('jobs')
+    expect(code).toBe(0)
+    // The table, without the JSON log lines (LOG_LEVEL=info here) around it.
+    const lines = stdout.trim().split('\n').filter((line) => !line.startsWith('{'))
+    expect(lines[0]).toMatch(/^JOB +SCHEDULE \(America\/New_York\) +PATTERN +NEXT RUN \(UTC\) +NEXT RUN \(NEW YORK\) +LAST RUN$/)
+    const expected = [
+      ['sync-tier-3', 'daily 02:00', '0 2 * * *', '02:00'],
+      ['sync-tier-2', 'daily 03:00', '0 3 * * *', '03:00'],
+      ['sync-tier-1', 'Monday and Thursday 04:00', '0 4 * * 1,4', '04:00'],
+      ['sync-tier-0', 'Sunday 04:00', '0 4 * * 0', '04:00'],
+    ]
+    for (const [job, schedule, pattern, clock] of expected) {
+      const line = lines.find((l) => l.startsWith(`${job} `))!
+      expect(line).toContain(`${schedule}  `)
+      expect(line).toContain(`  ${pattern}  `)
+      const [, utc, local] = line.match(/(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z) +(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d-0[45]:00)/)!
+      // The same instant twice: New York wall-clock time at the job's hour, with the offset in force then.
+      expect(Date.parse(local!)).toBe(Date.parse(utc!))
+      expect(local!.slice(11, 16)).toBe(clock!)
+      expect(Date.parse(utc!)).toBeGreaterThan(before)
+      expect(Date.parse(utc!) - before).toBeLessThanOrEqual(7 * 86_400_000)
+      expect(line.endsWith('never run')).toBe(true)
+    }
+    const recrawl = lines.find((l) => l.startsWith('condition-recrawl '))!
+    expect(recrawl).toContain('every minute')
+    // The sync of the test before, recorded as a manual run.
+    const manual = lines.find((l) => l.startsWith('manual-sync '))!
+    expect(manual).toMatch(/ succeeded \d{4}-\d\d-\d\dT[\d:.]+Z \(for [\dT:.Z-]+, 2 games, \d+ changed\)$/)
+  })
+
   test('sync of an unknown game fails with its name', async () => {
     const { code, stderr } = await cli('sync', '--game', 'nope')
     expect(code).toBe(1)
     expect(stderr).toContain("Game 'nope' not found")
+    const jobs = await cli('jobs')
+    expect(jobs.stdout).toMatch(/\nmanual-sync .* failed .*: Game 'nope' not found/)
   }, 60_000)
 
   test('bad usage exits 2 with the usage text', async () => {

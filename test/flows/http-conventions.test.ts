@@ -22,6 +22,7 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
   const INTEGER_PARAMS: [method: string, template: string, name: string][] = [
     ['GET', '/v1/cards/:id', 'id'],
     ['GET', '/v1/cards/:id/prices', 'id'],
+    ['GET', '/v1/cards/:id/prices/conditions', 'id'],
     ['GET', '/v1/cards/:id/history', 'id'],
     ['GET', '/v1/cards/:id/history/detailed', 'id'],
     ['GET', '/v1/cards/marketplace/:marketplaceId', 'marketplaceId'],

@@ -321,6 +321,7 @@ describe('a failure that escapes the error handler', () => {
       HOST: '127.0.0.1',
       LOG_LEVEL: 'info',
       DEMO_SCALE: 'tiny',
+      JOBS_ENABLED: 'false',
       ...(database.url ? { DATABASE_URL: database.url } : { DATA_DIR: dataDir }),
     }
     const started = await spawnUntilListening(['src/index.ts'], env)

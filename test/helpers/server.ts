@@ -2,14 +2,17 @@ import { afterAll } from 'bun:test'
 import { type App, type AppDeps, appReady, createApp, stopApp } from '../../src/app'
 import { loadConfig } from '../../src/config'
 import { accountWithKey } from './auth'
-import { freshDatabase, testClock, testLogger } from './db'
+import { freshDatabase, testClock, testLogger, tinySource } from './db'
 
-/** AppDeps where the clock (default: TEST_NOW) and any config entry (default: the service's, no Secure cookie) may be left out. */
-export type TestAppDeps = Omit<AppDeps, 'clock' | 'config'> & Partial<Pick<AppDeps, 'clock'>> & { config?: Partial<AppDeps['config']> }
+/**
+ * AppDeps where the clock (default: TEST_NOW), the marketplace (default: the tiny demo marketplace the
+ * seeded catalog came from) and any config entry (default: the service's, no Secure cookie) may be left out.
+ */
+export type TestAppDeps = Omit<AppDeps, 'clock' | 'config' | 'source'> & Partial<Pick<AppDeps, 'clock' | 'source'>> & { config?: Partial<AppDeps['config']> }
 
 const DEFAULT_CONFIG = loadConfig({})
 
-export const appDeps = ({ config, ...deps }: TestAppDeps): AppDeps => ({ clock: testClock, ...deps, config: { ...DEFAULT_CONFIG, ...config } })
+export const appDeps = ({ config, ...deps }: TestAppDeps): AppDeps => ({ clock: testClock, source: tinySource(), ...deps, config: { ...DEFAULT_CONFIG, ...config } })
 
 export interface TestServer {
   base: string

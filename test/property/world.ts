@@ -198,6 +198,8 @@ async function spawnService(
     PORT: '0',
     // info: the "listening" line carries the URL.
     LOG_LEVEL: 'info',
+    // The run checks that requests leave the catalog as it was; a scheduled sync would not.
+    JOBS_ENABLED: 'false',
     ...(redis && { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix }),
   }
   const child = Bun.spawn([process.execPath, 'src/index.ts'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })

@@ -69,6 +69,7 @@ describe('tiers', () => {
     webhooks: { tier: 'pro', label: 'Pro' },
     bulk_history: { tier: 'business', label: 'Business' },
     set_export: { tier: 'business', label: 'Business' },
+    bulk_conditions: { tier: 'pro', label: 'Pro' },
   }
   const ORDER: Tier[] = ['free', 'hobby', 'starter', 'pro', 'business']
 

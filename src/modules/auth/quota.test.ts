@@ -294,6 +294,64 @@ describe('quota stores', () => {
     })
   })
 
+  describe('live refresh allowance', () => {
+    const claim = (store: QuotaStore, accountId: number, limit = 200, now = NOON) => store.claimLiveRefresh({ accountId, limit, now })
+
+    for (const [name, makeStore] of stores) {
+      test.skipIf(name === 'Redis' && !TEST_REDIS_URL)(`${name}: N concurrent claims against R left admit exactly min(N, R); a refund gives one back; requests are apart`, async () => {
+        const store = (await makeStore())!
+        await charge(store, 31) // the request asking for the refresh is charged first
+        for (let i = 0; i < 195; i++) expect((await claim(store, 31)).admitted).toBe(true)
+        const burst = await Promise.all(Array.from({ length: 12 }, () => claim(store, 31)))
+        const admitted = burst.filter((result) => result.admitted)
+        expect(admitted.map((result) => result.used).sort((a, b) => a - b)).toEqual([196, 197, 198, 199, 200])
+        expect(burst.filter((result) => !result.admitted).every((result) => result.used === 200)).toBe(true)
+        let counters = await store.read(31, NOON)
+        expect(counters).toMatchObject({ used: 1, rejected: 0, liveRefreshes: 200 })
+        await store.refundLiveRefresh(31, NOON)
+        expect((await store.read(31, NOON)).liveRefreshes).toBe(199)
+        expect(await claim(store, 31)).toEqual({ admitted: true, used: 200 })
+        expect(await claim(store, 31)).toEqual({ admitted: false, used: 200 })
+        // A new UTC day starts from zero.
+        const tomorrow = new Date('2026-11-21T00:00:01.000Z')
+        await charge(store, 31, 1, 100, tomorrow)
+        expect(await claim(store, 31, 200, tomorrow)).toEqual({ admitted: true, used: 1 })
+        counters = await store.read(31, NOON)
+        expect(counters.liveRefreshes).toBe(name === 'Redis' ? 200 : 0) // in-process keeps today only
+      })
+    }
+
+    test.skipIf(!TEST_REDIS_URL)('Redis: a day hash Redis lost is seeded with the stored live refreshes before a claim is judged', async () => {
+      const redis = (await testRedis())!
+      const store = redisQuotaStore(redis, undefined, async () => ({ used: 40, rejected: 0, liveRefreshes: 199, complete: true }))
+      expect(await claim(store, 41)).toEqual({ admitted: true, used: 200 })
+      expect(await claim(store, 41)).toEqual({ admitted: false, used: 200 })
+      expect(await redis.hgetall('quota:2026-11-20:41')).toMatchObject({ used: '40', live: '200' })
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('failover: claims continue locally from the last count Redis gave, and are handed back', async () => {
+      const redis = (await testRedis())!
+      const store = failoverQuotaStore(redis, createLogger('silent'))
+      try {
+        await charge(store, 51)
+        for (let i = 0; i < 198; i++) await claim(store, 51)
+        await cutOff(redis)
+        const local = await Promise.all(Array.from({ length: 5 }, () => claim(store, 51)))
+        expect(store.degraded).toBe(true)
+        expect(local.filter((result) => result.admitted)).toHaveLength(2)
+        expect((await store.read(51, NOON)).liveRefreshes).toBe(200)
+        await store.refundLiveRefresh(51, NOON)
+        await redis.connect()
+        for (let i = 0; i < 30 && store.degraded; i++) await Bun.sleep(100)
+        expect(store.degraded).toBe(false)
+        expect(await redis.hget('quota:2026-11-20:51', 'live')).toBe('199')
+        expect(await claim(store, 51)).toEqual({ admitted: true, used: 200 })
+      } finally {
+        store.close()
+      }
+    }, 10_000)
+  })
+
   test('the reset is the next 00:00 UTC, whatever the time of day', () => {
     expect(nextUtcMidnight(new Date('2026-11-20T00:00:00.000Z')).toISOString()).toBe('2026-11-21T00:00:00.000Z')
     expect(nextUtcMidnight(new Date('2026-11-20T23:59:59.999Z')).toISOString()).toBe('2026-11-21T00:00:00.000Z')

@@ -30,10 +30,24 @@ export interface ChargeResult {
   used: number
 }
 
+export interface LiveRefreshClaim {
+  accountId: number
+  /** The tier's live refreshes per day. */
+  limit: number
+  now: Date
+}
+
 export interface QuotaStore {
   /** Atomically: if used + cost ≤ limit, add cost to the account and the key; else count one rejection. */
   charge(charge: Charge): Promise<ChargeResult>
   read(accountId: number, now: Date): Promise<DayCounters>
+  /**
+   * Atomically: if today's live refreshes + 1 ≤ limit, count one (`used` = the count after it);
+   * else refuse and count nothing. N concurrent claims against R left admit exactly min(N, R).
+   */
+  claimLiveRefresh(claim: LiveRefreshClaim): Promise<ChargeResult>
+  /** Hands back a claimed live refresh that did not happen (the marketplace failed): it costs nothing. */
+  refundLiveRefresh(accountId: number, now: Date): Promise<void>
 }
 
 /** The next 00:00 UTC after `now`: when counters reset. */
@@ -186,7 +200,29 @@ end
 return 1
 `
 
+// KEYS[1] the day hash; ARGV[1] the live refresh limit. Answers (status, live refreshes) with the
+// charge script's statuses: 1 admitted, 0 refused, 3 the hash is missing (seed, then ask again),
+// + 4 when the hash is provisional. The request that wants the refresh was charged first, so the
+// hash is normally there.
+const CLAIM_LIVE_LUA = `
+local state = redis.call('HMGET', KEYS[1], 'used', 'unseeded')
+if not state[1] then return { 3, 0 } end
+local flag = state[2] and 4 or 0
+local live = redis.call('HINCRBY', KEYS[1], 'live', 1)
+if live <= tonumber(ARGV[1]) then return { 1 + flag, live } end
+return { flag, redis.call('HINCRBY', KEYS[1], 'live', -1) }
+`
+
+// KEYS[1] the day hash. Never below zero, and never on a missing hash: one seeded since the claim
+// took its counts from the database, where only refreshes that happened are recorded.
+const REFUND_LIVE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 or tonumber(redis.call('HGET', KEYS[1], 'live') or '0') <= 0 then return 0 end
+return redis.call('HINCRBY', KEYS[1], 'live', -1)
+`
+
 type ChargingRedis = Redis & {
+  tcgClaimLiveRefresh(numberOfKeys: 1, key: string, limit: number): Promise<[number, number]>
+  tcgRefundLiveRefresh(numberOfKeys: 1, key: string): Promise<number>
   tcgChargeQuotaBatch(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
   tcgAddQuotaBatch(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number>
   tcgSeedQuotaDay(numberOfKeys: 1, key: string, used: number, rejected: number, live: number, ttl: number, complete: 0 | 1): Promise<number>
@@ -206,6 +242,8 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
     client.defineCommand('tcgChargeQuotaBatch', { lua: CHARGE_BATCH_LUA })
     client.defineCommand('tcgAddQuotaBatch', { lua: ADD_BATCH_LUA })
     client.defineCommand('tcgSeedQuotaDay', { lua: SEED_LUA })
+    client.defineCommand('tcgClaimLiveRefresh', { lua: CLAIM_LIVE_LUA })
+    client.defineCommand('tcgRefundLiveRefresh', { lua: REFUND_LIVE_LUA })
   }
   const leases = quotaLeases(redis, logger)
   // Group commit: at most one charge call is in flight; charges made meanwhile wait for it and go
@@ -363,6 +401,23 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
       }
       return counters
     },
+    async claimLiveRefresh({ accountId, limit, now }) {
+      const day = utcDate(now)
+      const key = dayKey(accountId, day)
+      for (let attempt = 0; ; attempt++) {
+        const [flagged, live] = await client.tcgClaimLiveRefresh(1, key, limit)
+        if (flagged === MISSING && attempt < 3) {
+          await seedDay(key, accountId, day, ttlSeconds(now))
+          continue
+        }
+        if (flagged === MISSING) throw new Error(`quota day hash ${key} vanished while a live refresh was claimed`)
+        if (flagged & UNSEEDED) reseed(key, accountId, day, ttlSeconds(now))
+        return { admitted: (flagged & ~UNSEEDED) === ADMITTED, used: live }
+      }
+    },
+    async refundLiveRefresh(accountId, now) {
+      await client.tcgRefundLiveRefresh(1, dayKey(accountId, utcDate(now)))
+    },
     /**
      * Adds counts taken elsewhere (locally, while Redis was away), every account at once. `batchId`
      * makes it apply at most once: a hand-over that timed out may still have run, and its retry
@@ -411,6 +466,17 @@ export function memoryQuotaStore() {
       const counters = countersFor(accountId, now)
       return { ...counters, byKey: new Map(counters.byKey) }
     },
+    async claimLiveRefresh({ accountId, limit, now }: LiveRefreshClaim): Promise<ChargeResult> {
+      const counters = countersFor(accountId, now)
+      if (counters.liveRefreshes + 1 > limit) return { admitted: false, used: counters.liveRefreshes }
+      counters.liveRefreshes += 1
+      return { admitted: true, used: counters.liveRefreshes }
+    },
+    // While degraded a refund may follow a claim Redis counted: the local count then goes below
+    // zero, which is what the hand-over must add to Redis.
+    async refundLiveRefresh(accountId: number, now: Date): Promise<void> {
+      countersFor(accountId, now).liveRefreshes -= 1
+    },
     /** Everything counted today, then forgotten: the hand-over back to Redis. */
     drain(): { day: string; counts: DayCountsByAccount } {
       const drained = { day, counts: accounts }
@@ -438,8 +504,8 @@ const PROBE_INTERVAL_MS = 1_000
 export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed): FailoverQuotaStore {
   const primary = redisQuotaStore(redis, logger, seed)
   const local = memoryQuotaStore()
-  /** The last `used` Redis reported per account, for today only. */
-  let lastSeen = new Map<number, number>()
+  /** The last `used` and live refresh count Redis reported per account, for today only. */
+  let lastSeen = new Map<number, { used: number; live: number }>()
   let lastSeenDay = ''
   let degraded = false
   let probe: ReturnType<typeof setInterval> | undefined
@@ -452,13 +518,24 @@ export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed)
     }
     return lastSeen
   }
-  const remember = (accountId: number, now: Date, used: number) => lastSeenOn(utcDate(now)).set(accountId, used)
-  const baseline = (accountId: number, now: Date) => (utcDate(now) === lastSeenDay ? (lastSeen.get(accountId) ?? 0) : 0)
+  const seenOf = (accountId: number, now: Date) => {
+    const seen = lastSeenOn(utcDate(now))
+    let counts = seen.get(accountId)
+    if (!counts) seen.set(accountId, (counts = { used: 0, live: 0 }))
+    return counts
+  }
+  const remember = (accountId: number, now: Date, used: number) => void (seenOf(accountId, now).used = used)
+  const rememberLive = (accountId: number, now: Date, live: number) => void (seenOf(accountId, now).live = live)
+  const baseline = (accountId: number, now: Date) => (utcDate(now) === lastSeenDay ? (lastSeen.get(accountId)?.used ?? 0) : 0)
+  const liveBaseline = (accountId: number, now: Date) => (utcDate(now) === lastSeenDay ? (lastSeen.get(accountId)?.live ?? 0) : 0)
 
   /** Moves drained counts into the baseline local counting is measured against. */
   const shiftBaseline = (day: string, counts: DayCountsByAccount) => {
     const seen = lastSeenOn(day)
-    for (const [accountId, delta] of counts) seen.set(accountId, (seen.get(accountId) ?? 0) + delta.used)
+    for (const [accountId, delta] of counts) {
+      const before = seen.get(accountId) ?? { used: 0, live: 0 }
+      seen.set(accountId, { used: before.used + delta.used, live: before.live + delta.liveRefreshes })
+    }
   }
 
   /** Counts drained from the local store and not yet confirmed in Redis, under one batch id. */
@@ -526,13 +603,38 @@ export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed)
         try {
           const counters = await primary.read(accountId, now)
           remember(accountId, now, counters.used)
+          rememberLive(accountId, now, counters.liveRefreshes)
           return counters
         } catch (error) {
           degrade(error)
         }
       }
       const counters = await local.read(accountId, now)
-      return { ...counters, used: counters.used + baseline(accountId, now) }
+      return { ...counters, used: counters.used + baseline(accountId, now), liveRefreshes: counters.liveRefreshes + liveBaseline(accountId, now) }
+    },
+    async claimLiveRefresh(claim) {
+      if (!degraded) {
+        try {
+          const result = await primary.claimLiveRefresh(claim)
+          rememberLive(claim.accountId, claim.now, result.used)
+          return result
+        } catch (error) {
+          degrade(error)
+        }
+      }
+      const base = liveBaseline(claim.accountId, claim.now)
+      const result = await local.claimLiveRefresh({ ...claim, limit: claim.limit - base })
+      return { admitted: result.admitted, used: result.used + base }
+    },
+    async refundLiveRefresh(accountId, now) {
+      if (!degraded) {
+        try {
+          return await primary.refundLiveRefresh(accountId, now)
+        } catch (error) {
+          degrade(error)
+        }
+      }
+      await local.refundLiveRefresh(accountId, now)
     },
     async close() {
       clearInterval(probe)

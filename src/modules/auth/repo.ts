@@ -128,6 +128,8 @@ export interface AccountDayDelta {
   day: string
   requests: number
   rejected: number
+  /** Live refreshes of condition prices that happened. */
+  liveRefreshes: number
 }
 
 /**
@@ -150,16 +152,18 @@ export async function addUsage(db: Database, keys: KeyUsageDelta[], days: Accoun
     }
     if (days.length > 0) {
       const rows = sql.join(
-        days.map((d) => sql`(${d.accountId}::int, ${d.day}::date, ${d.requests}::int, ${d.rejected}::int)`),
+        days.map((d) => sql`(${d.accountId}::int, ${d.day}::date, ${d.requests}::int, ${d.rejected}::int, ${d.liveRefreshes}::int)`),
         sql`, `,
       )
       await tx.execute(sql`
-        insert into daily_usage (account_id, day, requests, rejected)
-        select account_id, day, requests, rejected from (values ${rows}) as delta(account_id, day, requests, rejected)
+        insert into daily_usage (account_id, day, requests, rejected, live_refreshes)
+        select account_id, day, requests, rejected, live_refreshes
+        from (values ${rows}) as delta(account_id, day, requests, rejected, live_refreshes)
         where exists (select 1 from accounts where accounts.id = delta.account_id)
         on conflict (account_id, day) do update set
           requests = daily_usage.requests + excluded.requests,
-          rejected = daily_usage.rejected + excluded.rejected`)
+          rejected = daily_usage.rejected + excluded.rejected,
+          live_refreshes = daily_usage.live_refreshes + excluded.live_refreshes`)
     }
   })
 }

@@ -21,6 +21,7 @@ export const CAPABILITIES = [
   'webhooks',
   'bulk_history',
   'set_export',
+  'bulk_conditions',
 ] as const
 export type Capability = (typeof CAPABILITIES)[number]
 
@@ -41,7 +42,15 @@ const FREE: Capability[] = ['catalog']
 const STARTER: Capability[] = [...FREE, 'bulk_resolve']
 // DESIGN decision 1: set prices follow the sets reference (Pro), bulk history and set export the
 // bulk reference (Business), where the spec's tier guide says Starter and Pro.
-const PRO: Capability[] = [...STARTER, 'set_prices', 'condition_prices', 'detailed_history', 'bulk_read', 'webhooks']
+const PRO: Capability[] = [
+  ...STARTER,
+  'set_prices',
+  'condition_prices',
+  'detailed_history',
+  'bulk_read',
+  'bulk_conditions',
+  'webhooks',
+]
 const BUSINESS: Capability[] = [...PRO, 'bulk_history', 'set_export']
 
 export const TIER_POLICY: Readonly<Record<Tier, Readonly<TierPolicy>>> = {

@@ -8,6 +8,8 @@ const FLUSH_INTERVAL_MS = 5_000
 export interface UsageRecorder {
   /** Counts one request made with a key: `units` charged (0 when free or refused), `rejected` over quota. */
   record(use: { keyId: number; accountId: number; units: number; rejected: boolean; at: Date }): void
+  /** Counts one live refresh of condition prices that happened (refused or failed ones are not counted). */
+  recordLiveRefresh(accountId: number, at: Date): void
   /** Requests counted here and not yet written, for a key: lists add them so totals are current. */
   pending(keyId: number): { requests: number; lastUsedAt: Date | null }
   /**
@@ -62,7 +64,7 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
     } catch (error) {
       logger.warn({ err: error, keys: batch.keys.size }, 'usage counters not written; retrying with the next batch')
       for (const delta of batch.keys.values()) addKey(delta.keyId, delta.requests, delta.lastUsedAt)
-      for (const delta of batch.days.values()) addDay(delta.accountId, delta.day, delta.requests, delta.rejected)
+      for (const delta of batch.days.values()) addDay(delta.accountId, delta.day, delta.requests, delta.rejected, delta.liveRefreshes)
     } finally {
       writing = new Map()
       writingDays = new Map()
@@ -92,7 +94,7 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
     return {
       used: stored.requests + unwritten.reduce((sum, delta) => sum + (delta?.requests ?? 0), 0),
       rejected: stored.rejected + unwritten.reduce((sum, delta) => sum + (delta?.rejected ?? 0), 0),
-      liveRefreshes: stored.liveRefreshes,
+      liveRefreshes: stored.liveRefreshes + unwritten.reduce((sum, delta) => sum + (delta?.liveRefreshes ?? 0), 0),
       complete,
     }
   }
@@ -106,13 +108,14 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
     }
   }
 
-  function addDay(accountId: number, day: string, requests: number, rejected: number) {
+  function addDay(accountId: number, day: string, requests: number, rejected: number, liveRefreshes = 0) {
     const id = `${accountId}:${day}`
     const delta = days.get(id)
-    if (!delta) days.set(id, { accountId, day, requests, rejected })
+    if (!delta) days.set(id, { accountId, day, requests, rejected, liveRefreshes })
     else {
       delta.requests += requests
       delta.rejected += rejected
+      delta.liveRefreshes += liveRefreshes
     }
   }
 
@@ -128,6 +131,9 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
     record({ keyId, accountId, units, rejected, at }) {
       addKey(keyId, 1, at)
       if (units > 0 || rejected) addDay(accountId, utcDate(at), units, rejected ? 1 : 0)
+    },
+    recordLiveRefresh(accountId, at) {
+      addDay(accountId, utcDate(at), 0, 0, 1)
     },
     pending(keyId) {
       const queued = keys.get(keyId)

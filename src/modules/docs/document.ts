@@ -171,6 +171,9 @@ function completeOperation(method: string, path: string, operation: Json): void 
     const described =
       (keyed && KEY_ERROR_DESCRIPTIONS[status]) || (session && SESSION_ERROR_DESCRIPTIONS[status]) || ERROR_DESCRIPTIONS[status]
     if (described) response.description = described
+    // Codes a route adds to a shared status (its detail's `x-error-notes`: status → what else it means).
+    const note = operation['x-error-notes']?.[status]
+    if (note) response.description = response.description ? `${response.description}; ${note}` : note
     if (status === '304') {
       delete response.content
       response.description = 'Not modified: the `If-None-Match` tag is still current (no body)'
@@ -190,6 +193,7 @@ function completeOperation(method: string, path: string, operation: Json): void 
     success.content[type] = { schema: type.includes('msgpack') ? media.schema : { type: 'string', description } }
   }
   delete operation['x-also-as']
+  delete operation['x-error-notes']
 }
 
 function access(keyed: KeyGuardDetail | undefined, session: boolean): string {

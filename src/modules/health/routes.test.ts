@@ -32,6 +32,29 @@ describe('health and readiness', async () => {
     expect(body.snapshot.built_at).toBe(TEST_NOW.toISOString())
   })
 
+  test('/ready says whether this node leads the scheduled jobs and, per tier, when its games were last synced', async () => {
+    const follower = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
+    await follower.ready()
+    const body = (await (await follower.get('/ready')).json()) as any
+    // Per tier, the least recently synced game; null for a tier without games (the demo has none in 0 and 1).
+    const tiers = await selectRows<{ priority: number; oldest: Date | string }>(
+      seeded.db,
+      sql`select priority, min(last_synced_at) as oldest from games group by priority`,
+    )
+    expect(tiers.length).toBeGreaterThan(0)
+    const expected: Record<string, string | null> = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
+    for (const tier of tiers) expected[`tier_${tier.priority}`] = new Date(tier.oldest).toISOString()
+    expect(body.jobs).toEqual({ leader: false, last_sync: expected })
+
+    // One game of tier 3 never synced: the tier has no complete sync to show.
+    await seeded.db.execute(sql`update games set last_synced_at = null where id = (select min(id) from games where priority = 3)`)
+    const leader = startServer({ db: seeded.db, redis: undefined, logger: testLogger, isLeader: () => true })
+    await leader.ready()
+    const led = (await (await leader.get('/ready')).json()) as any
+    expect(led.jobs).toEqual({ leader: true, last_sync: { ...expected, tier_3: null } })
+    await seeded.db.execute(sql`update games set last_synced_at = ${TEST_NOW.toISOString()}::timestamptz where last_synced_at is null`)
+  })
+
   test('/ready is 503 while the catalog is empty', async () => {
     const server = startServer({ db: empty.db, redis: undefined, logger: testLogger })
     const response = await server.get('/ready')

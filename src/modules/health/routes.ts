@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import { sql } from 'drizzle-orm'
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
+import { lastSyncPerTier } from '../../jobs/runs'
 import { isCatalogEmpty } from '../ingest/service'
 import type { SnapshotStatus } from '../snapshot/store'
 
@@ -36,7 +37,26 @@ const Readiness = Type.Object({
     ],
     { description: 'The price snapshot in service (bulk prices, top movers); null until the first one is built' },
   ),
+  jobs: Type.Object(
+    {
+      leader: Type.Boolean({ description: 'Whether this node leads the scheduled jobs (syncs, condition re-crawl); one node leads' }),
+      last_sync: Type.Object(
+        Object.fromEntries(
+          [3, 2, 1, 0].map((tier) => [
+            `tier_${tier}`,
+            Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+              description: `Tier ${tier}: when its least recently synced game was last synced; null when one never was, the tier has no games, or the database does not answer`,
+            }),
+          ]),
+        ),
+        { description: 'Per update tier, the instant by which every game of the tier was last synced' },
+      ),
+    },
+    { description: 'The price sync schedule as this node sees it' },
+  ),
 })
+
+const NO_SYNC = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
 
 /**
  * How long a check may take before it counts as failed: /ready answers within this even while a
@@ -62,7 +82,12 @@ async function probe<T extends string>(check: () => Promise<T>): Promise<T | 'er
 
 /** Liveness and readiness for load balancers and orchestrators. */
 export function healthRoutes(
-  deps: Pick<Deps, 'db' | 'redis'> & { quotaMode: () => 'shared' | 'local' | 'degraded'; snapshot: () => SnapshotStatus | null },
+  deps: Pick<Deps, 'db' | 'redis'> & {
+    quotaMode: () => 'shared' | 'local' | 'degraded'
+    snapshot: () => SnapshotStatus | null
+    /** Absent on a node that runs no scheduler (tests): it does not lead. */
+    isLeader?: () => boolean
+  },
 ) {
   return new Elysia({ name: 'health-routes' })
     .get('/health', () => ({ status: 'ok' as const }), {
@@ -76,13 +101,18 @@ export function healthRoutes(
     .get(
       '/ready',
       async ({ set }) => {
+        let lastSync: Record<string, string | null> = NO_SYNC
         const [data, redis] = await Promise.all([
           probe(async () => {
             await deps.db.execute(sql`select 1`)
-            return (await isCatalogEmpty(deps.db)) ? ('empty' as const) : ('ok' as const)
+            const [empty, tiers] = await Promise.all([isCatalogEmpty(deps.db), lastSyncPerTier(deps.db)])
+            lastSync = tiers
+            return empty ? ('empty' as const) : ('ok' as const)
           }),
           deps.redis ? probe(async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const),
         ])
+        // A database check that timed out may still finish later: what it finds then is not this answer's.
+        if (data === 'error') lastSync = NO_SYNC
         const database = data !== 'error'
         const quota = deps.quotaMode()
         // A node with a price snapshot keeps serving through a Redis or database outage (bulk prices,
@@ -96,6 +126,7 @@ export function healthRoutes(
           status: !serving ? ('not_ready' as const) : degraded ? ('degraded' as const) : ('ready' as const),
           checks: { database: database ? ('ok' as const) : ('error' as const), data, redis, quota },
           snapshot,
+          jobs: { leader: deps.isLeader?.() ?? false, last_sync: lastSync },
         }
       },
       {
@@ -114,7 +145,8 @@ export function healthRoutes(
             'this node until it returns) or `database: error` (the price snapshot routes still answer keys seen within the ' +
             'hour; everything else answers 503 `SERVICE_UNAVAILABLE`). 503 `not_ready` when the catalog is empty or no ' +
             'snapshot exists yet. Each check gives up after 2 s, so this answers within about 2 s even then. `snapshot` ' +
-            'gives its version, source, build time and age.',
+            'gives its version, source, build time and age; `jobs` whether this node leads the scheduled syncs and, per ' +
+            'update tier, when its games were last synced.',
         },
       },
     )

@@ -6,25 +6,33 @@ import type { SourcePrice, SourceProduct } from './source'
 /** The first day the marketplace's history has data for (spec: "Data starts in March 2025"). */
 export const HISTORY_START = '2025-03-02'
 
-/** How far back a seed fills history: weekly points for a year, daily points for the recent weeks. */
+/**
+ * How far back a seed fills history (DESIGN decision 15): one point a week from `weeklyFrom`, then
+ * every day for the last `dailyDays` days.
+ */
 export interface BackfillPlan {
-  weeklyDays: number
+  /** YYYY-MM-DD: the first weekly point; later ones fall on the same weekday. */
+  weeklyFrom: string
   dailyDays: number
 }
 
-export const DEFAULT_BACKFILL: BackfillPlan = { weeklyDays: 365, dailyDays: 60 }
+export const DEFAULT_BACKFILL: BackfillPlan = { weeklyFrom: HISTORY_START, dailyDays: 60 }
 
 /**
- * The history dates a seed fills before `today`, oldest first: one point a week (on the weekday of
- * `today − dailyDays`) back to `weeklyDays` ago, then every day, never before HISTORY_START.
+ * The history dates a seed fills before `today`, oldest first: every 7th day from `weeklyFrom`,
+ * then every day from the last weekly date at or before `today − dailyDays` (so the daily stretch
+ * covers at least `dailyDays` days and the weekly and daily points meet without an odd gap). Seeds
+ * made on different days share their weekly dates. Never before HISTORY_START.
  */
 export function backfillDates(today: string, plan: BackfillPlan): string[] {
   const dates: string[] = []
-  const dailyStart = addDays(today, -plan.dailyDays)
-  for (let back = plan.weeklyDays - ((plan.weeklyDays - plan.dailyDays) % 7); back > plan.dailyDays; back -= 7) {
-    dates.push(addDays(today, -back))
+  const dailyFrom = addDays(today, -plan.dailyDays)
+  let day = plan.weeklyFrom
+  while (addDays(day, 7) <= dailyFrom) {
+    dates.push(day)
+    day = addDays(day, 7)
   }
-  for (let day = dailyStart; day < today; day = addDays(day, 1)) dates.push(day)
+  for (day = day < dailyFrom ? day : dailyFrom; day < today; day = addDays(day, 1)) dates.push(day)
   return dates.filter((date) => date >= HISTORY_START)
 }
 

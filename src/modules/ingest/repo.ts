@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql, type SQL } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
-import { type Database, type Executor, runWithoutStatementTimeout } from '../../db/client'
+import { canCopy, copyIn } from '../../db/binary-copy'
+import { type Database, type Executor, runWithoutStatementTimeout, selectRows } from '../../db/client'
 import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
@@ -118,8 +119,14 @@ export async function addSearchWords(db: Executor, gameId: number): Promise<void
     on conflict do nothing`)
 }
 
-/** Current market state of every printing of the game's cards. */
-export async function findMarketStates(db: Executor, gameId: number): Promise<Map<string, MarketState>> {
+/** A printing's current market price and when the marketplace reported it (card_prices). */
+export interface CurrentPrice {
+  price: number | null
+  asOf: string | null
+}
+
+/** Current market price of every printing of the game's cards, by `printingKey`. */
+export async function findCurrentPrices(db: Executor, gameId: number): Promise<Map<string, CurrentPrice>> {
   const rows = await db
     .select({
       cardId: cardPrices.cardId,
@@ -130,37 +137,118 @@ export async function findMarketStates(db: Executor, gameId: number): Promise<Ma
     .from(cardPrices)
     .innerJoin(cards, eq(cards.id, cardPrices.cardId))
     .where(eq(cards.gameId, gameId))
+  return new Map(rows.map((row) => [printingKey(row.cardId, row.printing), { price: row.price, asOf: row.asOf }]))
+}
+
+/** The states `nextMarketState` continues from: printings with a market price and its date. */
+export function marketStates(current: Map<string, CurrentPrice>): Map<string, MarketState> {
   const states = new Map<string, MarketState>()
-  for (const row of rows) {
-    if (row.price !== null && row.asOf !== null) states.set(printingKey(row.cardId, row.printing), { price: row.price, asOf: row.asOf })
-  }
+  for (const [key, row] of current) if (row.price !== null && row.asOf !== null) states.set(key, { price: row.price, asOf: row.asOf })
   return states
 }
 
-/** Market prices of the game's printings on the given dates: `key → date → price`. */
+/** A PostgreSQL array literal of texts, bound as one parameter. */
+const textArray = (values: string[]) => `{${values.map((value) => `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`).join(',')}}`
+
+/**
+ * Market prices of these printings on the given dates: `key → date → price`. Probes the history
+ * key (card, printing, date) of each printing, so the cost is a few index lookups per printing
+ * however long its history is.
+ */
 export async function findHistoryPoints(
   db: Executor,
-  gameId: number,
+  printings: { cardId: number; printing: string }[],
   dates: string[],
 ): Promise<Map<string, Map<string, number>>> {
-  const rows = await db
-    .select({
-      cardId: priceHistory.cardId,
-      printing: priceHistory.printing,
-      date: priceHistory.date,
-      price: priceHistory.marketPrice,
-    })
-    .from(priceHistory)
-    .innerJoin(cards, eq(cards.id, priceHistory.cardId))
-    .where(and(eq(cards.gameId, gameId), inArray(priceHistory.date, dates)))
   const points = new Map<string, Map<string, number>>()
+  if (printings.length === 0) return points
+  const rows = await selectRows<{ card_id: number; printing: string; date: string; market_price: number }>(
+    db,
+    sql`select h.card_id, h.printing, h.date::text as date, h.market_price
+      from unnest(${`{${printings.map((p) => p.cardId).join(',')}}`}::int[], ${textArray(printings.map((p) => p.printing))}::text[]) as k(card_id, printing)
+      join ${priceHistory} h on h.card_id = k.card_id and h.printing = k.printing and h.date = any(${textArray(dates)}::date[])`,
+  )
   for (const row of rows) {
-    const key = printingKey(row.cardId, row.printing)
+    const key = printingKey(row.card_id, row.printing)
     let byDate = points.get(key)
     if (!byDate) points.set(key, (byDate = new Map()))
-    byDate.set(row.date, row.price)
+    byDate.set(row.date, row.market_price)
   }
   return points
+}
+
+/** Whether any price history exists for the game's cards (a seed can then COPY without conflicts). */
+export async function hasHistory(db: Executor, gameId: number): Promise<boolean> {
+  const [row] = await selectRows<{ found: boolean }>(
+    db,
+    // One index probe per card (the lateral LIMIT keeps the planner from scanning all of history,
+    // which it did with a plain join while the statistics predate the seed).
+    sql`select exists (select 1 from ${cards} c cross join lateral (select 1 from ${priceHistory} h where h.card_id = c.id limit 1) h
+                       where c.game_id = ${gameId}) as found`,
+  )
+  return row?.found === true
+}
+
+// Bulk writes: under PostgreSQL the rows go through a binary COPY into a temporary staging table
+// (dropped at commit) and reach the real table in one statement that touches only rows whose
+// values differ; under PGlite, which has no COPY from a client, through multi-row statements.
+
+/**
+ * Makes an empty staging table with these columns of `table` (types only, no constraints), dropped
+ * when the caller's transaction ends. False under PGlite, where the caller writes with statements.
+ */
+async function stagingTable(db: Executor, name: string, table: string, columns: string): Promise<boolean> {
+  if (!canCopy(db)) return false
+  await db.execute(sql.raw(`create temp table if not exists ${name} on commit drop as select ${columns} from ${table} with no data`))
+  await db.execute(sql.raw(`truncate ${name}`))
+  return true
+}
+
+const PRICE_COLUMNS =
+  'card_id, printing, market_price, market_price_as_of, low_price, median_price, lowest_with_shipping, buylist_price, price_change_24h, price_change_7d, price_change_30d, last_updated_at'
+
+export async function upsertPrices(db: Executor, rows: PriceRow[]): Promise<void> {
+  if (rows.length === 0) return
+  const staged = await stagingTable(db, 'card_prices_stage', 'card_prices', PRICE_COLUMNS)
+  const copied = staged && await copyIn(db, `card_prices_stage (${PRICE_COLUMNS})`, async ({ rows: out, flush }) => {
+    for (const row of rows) {
+      out
+        .row(12)
+        .integer(row.cardId)
+        .text(row.printing)
+        .float8(row.marketPrice)
+        .date(row.marketPriceAsOf)
+        .float8(row.lowPrice)
+        .float8(row.medianPrice)
+        .float8(row.lowestWithShipping)
+        .float8(row.buylistPrice)
+        .float8(row.priceChange24h)
+        .float8(row.priceChange7d)
+        .float8(row.priceChange30d)
+        .timestamp(row.lastUpdatedAt)
+      if (out.ready.length > 0) await flush()
+    }
+  })
+  if (copied !== undefined && copied !== false) {
+    const changes = PRICE_FIELD_COLUMNS.map((column) => `${column} = excluded.${column}`).join(', ')
+    const differs = PRICE_FIELD_COLUMNS.map((column) => `p.${column} is distinct from excluded.${column}`).join(' or ')
+    await db.execute(
+      sql.raw(`insert into card_prices as p (${PRICE_COLUMNS}) select ${PRICE_COLUMNS} from card_prices_stage
+        on conflict (card_id, printing) do update set ${changes}, last_updated_at = excluded.last_updated_at where ${differs}`),
+    )
+    return
+  }
+  const { set, setWhere } = upsertChanges(columnsOf(cardPrices, [...PRICE_FIELDS]))
+  for (const batch of batches(rows, 12)) {
+    await db
+      .insert(cardPrices)
+      .values(batch)
+      .onConflictDoUpdate({
+        target: [cardPrices.cardId, cardPrices.printing],
+        set: { ...set, lastUpdatedAt: sql`excluded.last_updated_at` },
+        setWhere,
+      })
+  }
 }
 
 const PRICE_FIELDS = [
@@ -175,22 +263,89 @@ const PRICE_FIELDS = [
   'priceChange30d',
 ] as const
 
-export async function upsertPrices(db: Executor, rows: PriceRow[]): Promise<void> {
-  const { set, setWhere } = upsertChanges(columnsOf(cardPrices, [...PRICE_FIELDS]))
-  for (const batch of batches(rows, 12)) {
-    await db
-      .insert(cardPrices)
-      .values(batch)
-      .onConflictDoUpdate({
-        target: [cardPrices.cardId, cardPrices.printing],
-        set: { ...set, lastUpdatedAt: sql`excluded.last_updated_at` },
-        setWhere,
-      })
-  }
+/** The same fields as PostgreSQL column names, for the statements written as raw SQL. */
+const PRICE_FIELD_COLUMNS = PRICE_FIELDS.map((field) => cardPrices[field].name)
+
+/** Appends one history row; `avgSalesPrice` and `salesVolume` are null where not recorded. */
+export type EmitHistory = (
+  cardId: number,
+  printing: string,
+  date: string,
+  marketPrice: number,
+  lowPrice: number,
+  avgSalesPrice: number | null,
+  salesVolume: number | null,
+) => void
+
+export interface HistoryWrite {
+  /**
+   * 'append': no row of these exists yet (a game's first seed), so they are copied straight into
+   * price_history. 'upsert': rows may exist; an existing row is rewritten only where it differs.
+   */
+  mode: 'append' | 'upsert'
+  /** Whether the rows carry sales; without them an existing row's sales are left as they are. */
+  withSales: boolean
 }
 
-export async function upsertHistory(db: Executor, rows: HistoryRow[]): Promise<void> {
-  const changes = upsertChanges(columnsOf(priceHistory, ['marketPrice', 'lowPrice', 'avgSalesPrice', 'salesVolume']),
+const HISTORY_COLUMNS = 'card_id, printing, date, market_price, low_price, avg_sales_price, sales_volume'
+/** Rows the statement fallback (PGlite) holds before it writes them. */
+const HISTORY_FLUSH_ROWS = 20_000
+
+/**
+ * Writes the history rows `produce` emits, streaming: `produce` calls `flush` between batches (a
+ * set) so memory holds about one batch. Rows sorted by (card, printing, date) keep the key index's
+ * inserts on a few hot pages instead of all over it. Returns the number of rows written.
+ */
+export async function writeHistory(
+  db: Executor,
+  write: HistoryWrite,
+  produce: (emit: EmitHistory, flush: () => Promise<void>) => Promise<void>,
+): Promise<number> {
+  const target = write.mode === 'append' ? 'price_history' : 'price_history_stage'
+  const staged = write.mode === 'append' ? canCopy(db) : await stagingTable(db, 'price_history_stage', 'price_history', HISTORY_COLUMNS)
+  const copied = staged && await copyIn(db, `${target} (${HISTORY_COLUMNS})`, async ({ rows: out, flush }) => {
+    const emit: EmitHistory = (cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume) => {
+      out.row(7).integer(cardId).text(printing).date(date).float8(marketPrice).float8(lowPrice).float8(avgSalesPrice).integer(salesVolume)
+    }
+    await produce(emit, flush)
+  })
+  if (copied !== undefined && copied !== false) {
+    if (write.mode === 'upsert') {
+      const columns = write.withSales ? ['market_price', 'low_price', 'avg_sales_price', 'sales_volume'] : ['market_price', 'low_price']
+      await db.execute(
+        sql.raw(`insert into price_history as h (${HISTORY_COLUMNS}) select ${HISTORY_COLUMNS} from price_history_stage
+          on conflict (card_id, printing, date) do update set ${columns.map((c) => `${c} = excluded.${c}`).join(', ')}
+          where ${columns.map((c) => `h.${c} is distinct from excluded.${c}`).join(' or ')}`),
+      )
+    }
+    return copied
+  }
+  let pending: HistoryRow[] = []
+  let written = 0
+  const flush = async () => {
+    await upsertHistoryRows(db, pending, write.withSales)
+    written += pending.length
+    pending = []
+  }
+  await produce(
+    (cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume) => {
+      pending.push(
+        write.withSales
+          ? { cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume }
+          : { cardId, printing, date, marketPrice, lowPrice },
+      )
+    },
+    async () => {
+      if (pending.length >= HISTORY_FLUSH_ROWS) await flush()
+    },
+  )
+  await flush()
+  return written
+}
+
+async function upsertHistoryRows(db: Executor, rows: HistoryRow[], withSales: boolean): Promise<void> {
+  const changes = upsertChanges(
+    columnsOf(priceHistory, withSales ? ['marketPrice', 'lowPrice', 'avgSalesPrice', 'salesVolume'] : ['marketPrice', 'lowPrice']),
   )
   for (const batch of batches(rows, 7)) {
     await db
@@ -208,8 +363,27 @@ export interface SalesRow {
   salesVolume: number
 }
 
+const SALES_COLUMNS = 'card_id, printing, date, avg_sales_price, sales_volume'
+
 /** Adds sales to existing history rows; a day with no price point gets no sales row. */
 export async function recordSales(db: Executor, rows: SalesRow[]): Promise<void> {
+  if (rows.length === 0) return
+  const staged = await stagingTable(db, 'sales_stage', 'price_history', SALES_COLUMNS)
+  const copied = staged && await copyIn(db, `sales_stage (${SALES_COLUMNS})`, async ({ rows: out, flush }) => {
+    for (const row of rows) {
+      out.row(5).integer(row.cardId).text(row.printing).date(row.date).float8(row.avgSalesPrice).integer(row.salesVolume)
+      if (out.ready.length > 0) await flush()
+    }
+  })
+  if (copied !== undefined && copied !== false) {
+    await db.execute(sql`
+      update ${priceHistory} as h
+      set avg_sales_price = v.avg_sales_price, sales_volume = v.sales_volume
+      from sales_stage as v
+      where h.card_id = v.card_id and h.printing = v.printing and h.date = v.date
+        and (h.avg_sales_price is distinct from v.avg_sales_price or h.sales_volume is distinct from v.sales_volume)`)
+    return
+  }
   for (const batch of batches(rows, 5)) {
     const values = sql.join(
       batch.map(

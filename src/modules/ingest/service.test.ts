@@ -5,7 +5,7 @@ import { TEST_NOW } from '../../../test/helpers/env'
 import type { Database } from '../../db/client'
 import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { addDays, utcDate } from '../../shared/clock'
-import { DEFAULT_BACKFILL, percentChange } from './normalize'
+import { backfillDates, DEFAULT_BACKFILL, HISTORY_START, percentChange } from './normalize'
 import { syncGames } from './service'
 import type { MarketplaceSource, SourceProduct } from './source'
 import { cleanName } from '../../shared/text'
@@ -93,6 +93,12 @@ describe('seeding the demo catalog', async () => {
       .where(and(eq(priceHistory.cardId, row!.cardId), eq(priceHistory.printing, row!.printing)))
       .orderBy(asc(priceHistory.date))
     const dates = points.map((p) => p.date)
+    // Weekly points fall on the weekday of the history's first day, 2025-03-02, whatever the seed day.
+    expect(HISTORY_START).toBe('2025-03-02')
+    expect(backfillDates(TODAY, DEFAULT_BACKFILL)[0]).toBe(HISTORY_START)
+    const weekly = dates.slice(0, dates.findIndex((d, i) => i > 0 && Date.parse(d) - Date.parse(dates[i - 1]!) === 86_400_000))
+    expect(weekly.length).toBeGreaterThan(1)
+    expect(weekly.every((d) => ((Date.parse(d) - Date.parse(HISTORY_START)) / 86_400_000) % 7 === 0)).toBe(true)
     expect(dates.at(-1)).toBe(TODAY)
     expect(dates).toContain(addDays(TODAY, -DEFAULT_BACKFILL.dailyDays))
     const gaps = dates.slice(1).map((d, i) => (Date.parse(d) - Date.parse(dates[i]!)) / 86_400_000)
@@ -184,7 +190,17 @@ describe('sync idempotency', async () => {
     const before = await catalogState(db)
     const summary = await syncGames(deps)
     expect(summary.failed).toBe(0)
+    expect(summary.changes).toEqual([])
     expect(await catalogState(db)).toEqual(before)
+  })
+
+  test('tiers select the games of those priority tiers, within the named games if any', async () => {
+    const all = await tinySource().listGames()
+    const majors = await syncGames(deps, { tiers: [3] })
+    expect(majors.games.map((g) => g.slug)).toEqual(all.filter((g) => g.priority === 3).map((g) => g.slug))
+    expect(majors.games).toHaveLength(7)
+    const named = await syncGames(deps, { gameSlugs: ['pokemon', 'weiss-schwarz'], tiers: [2] })
+    expect(named.games.map((g) => g.slug)).toEqual(['weiss-schwarz'])
   })
 
   test('seeding again adds no duplicate history rows and changes nothing', async () => {
@@ -199,7 +215,18 @@ describe('sync idempotency', async () => {
 
 describe('the next day', async () => {
   const { db } = await freshDatabase('seeded')
+  const pricesBefore = await db.select().from(cardPrices)
   const summary = await syncGames({ db, source: tinySource(), clock: tomorrowClock, logger: testLogger })
+
+  test('reports every printing whose market price moved, with the price before (null when new)', async () => {
+    const before = new Map(pricesBefore.map((row) => [`${row.cardId}|${row.printing}`, row.marketPrice]))
+    const expected = (await db.select().from(cardPrices))
+      .filter((row) => before.get(`${row.cardId}|${row.printing}`) !== row.marketPrice)
+      .map((row) => ({ cardId: row.cardId, printing: row.printing, previousPrice: before.get(`${row.cardId}|${row.printing}`) ?? null, newPrice: row.marketPrice! }))
+    const byKey = (a: { cardId: number; printing: string }, b: { cardId: number; printing: string }) => a.cardId - b.cardId || a.printing.localeCompare(b.printing)
+    expect(expected.length).toBeGreaterThan(pricesBefore.length / 2)
+    expect([...summary.changes].sort(byKey)).toEqual(expected.sort(byKey))
+  })
 
   test('appends one history point per priced printing and refreshes prices', async () => {
     expect(summary.failed).toBe(0)

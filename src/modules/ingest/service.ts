@@ -15,7 +15,7 @@ import {
   toCardRow,
 } from './normalize'
 import * as repo from './repo'
-import type { MarketplaceSource, SourceGame, SourceProduct, SourceSet } from './source'
+import type { MarketplaceSource, SourceGame, SourcePrice, SourceSale } from './source'
 
 export interface SyncDeps {
   db: Database
@@ -34,6 +34,8 @@ export interface SyncProgress {
 export interface SyncOptions {
   /** Only these games (by slug); all of them when absent. */
   gameSlugs?: string[]
+  /** Only games of these priority tiers (0..3); with `gameSlugs`, the named games of these tiers. */
+  tiers?: number[]
   /** Fill history before today first (seeding). */
   backfill?: BackfillPlan
   onProgress?: (progress: SyncProgress) => void
@@ -50,6 +52,17 @@ export interface SyncSummary {
   date: string
   games: GameSyncResult[]
   failed: number
+  /** Every printing whose market price this run changed, in the games that succeeded. */
+  changes: PriceChange[]
+}
+
+/** A printing's market price moved (or appeared) in a sync: what alert evaluation consumes. */
+export interface PriceChange {
+  cardId: number
+  printing: string
+  /** The card_prices value before the sync; null when the printing is new. */
+  previousPrice: number | null
+  newPrice: number
 }
 
 /**
@@ -60,7 +73,7 @@ export interface SyncSummary {
 export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncSummary> {
   const now = deps.clock.now()
   const date = utcDate(now)
-  const selected = selectGames(await deps.source.listGames(), options.gameSlugs)
+  const selected = selectGames(await deps.source.listGames(), options.gameSlugs, options.tiers)
   const gameIds = await repo.upsertGames(
     deps.db,
     selected.map((game) => ({
@@ -72,15 +85,18 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
     })),
   )
   const results: GameSyncResult[] = []
+  const changes: PriceChange[] = []
   for (const game of selected) {
     const gameId = gameIds.get(game.categoryId)!
     const runId = await repo.startSyncRun(deps.db, gameId, date, now)
     try {
-      const stats = await deps.db.transaction(async (tx) => {
-        // A game's sync writes a year of history and waits for another node's sync of the same game.
+      const outcome = await deps.db.transaction(async (tx) => {
+        // A game's seed writes its history since 2025-03-02, and a sync waits for another node's sync of the same game.
         await liftStatementTimeout(tx)
         return syncGame(tx, deps.source, { game, gameId, date, now, backfill: options.backfill })
       })
+      const stats = outcome.stats
+      for (const change of outcome.changes) changes.push(change)
       await repo.finishSyncRun(deps.db, runId, { status: 'succeeded', stats, now: deps.clock.now() })
       results.push({ slug: game.slug, status: 'succeeded', stats })
       deps.logger.debug({ game: game.slug, ...stats }, 'game synced')
@@ -93,16 +109,18 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
     options.onProgress?.({ game: game.slug, done: results.length, total: selected.length })
   }
   if (results.some((result) => result.status === 'succeeded')) await repo.refreshStatistics(deps.db)
-  return { date, games: results, failed: results.filter((r) => r.status === 'failed').length }
+  return { date, games: results, failed: results.filter((r) => r.status === 'failed').length, changes }
 }
 
-function selectGames(all: SourceGame[], slugs: string[] | undefined): SourceGame[] {
-  if (!slugs) return all
-  return slugs.map((slug) => {
-    const game = all.find((g) => g.slug === slug)
-    if (!game) throw notFound(`Game '${slug}'`)
-    return game
-  })
+function selectGames(all: SourceGame[], slugs: string[] | undefined, tiers: number[] | undefined): SourceGame[] {
+  const named = !slugs
+    ? all
+    : slugs.map((slug) => {
+        const game = all.find((g) => g.slug === slug)
+        if (!game) throw notFound(`Game '${slug}'`)
+        return game
+      })
+  return tiers ? named.filter((game) => tiers.includes(game.priority)) : named
 }
 
 interface GameSync {
@@ -113,7 +131,12 @@ interface GameSync {
   backfill: BackfillPlan | undefined
 }
 
-async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync): Promise<Record<string, number>> {
+interface GameOutcome {
+  stats: Record<string, number>
+  changes: PriceChange[]
+}
+
+async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync): Promise<GameOutcome> {
   const { game, gameId, date, now } = job
   await repo.lockGameForSync(tx, gameId)
 
@@ -130,60 +153,77 @@ async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync):
       releaseDate: set.releaseDate,
     })),
   )
-  const productsBySet: [SourceSet, SourceProduct[]][] = []
-  for (const set of sourceSets) productsBySet.push([set, await source.listProducts(set.groupId)])
-  const cardIds = await repo.upsertCards(
-    tx,
-    gameId,
-    productsBySet.flatMap(([set, products]) =>
-      products.map((product) => toCardRow(product, { setId: setIds.get(set.groupId)!, gameId }, now)),
-    ),
-  )
+  const cardRows: repo.CardRow[] = []
+  for (const set of sourceSets) {
+    for (const product of await source.listProducts(set.groupId)) {
+      cardRows.push(toCardRow(product, { setId: setIds.get(set.groupId)!, gameId }, now))
+    }
+  }
+  const cardIds = await repo.upsertCards(tx, gameId, cardRows)
+  cardRows.length = 0
   await repo.addSearchWords(tx, gameId)
 
-  const market = await repo.findMarketStates(tx, gameId)
+  const current = await repo.findCurrentPrices(tx, gameId)
+  const market = repo.marketStates(current)
   let historyRows = 0
   if (job.backfill) {
     const dates = backfillDates(date, job.backfill)
-    for (const [set] of productsBySet) {
-      historyRows += await backfillSet(tx, source, { groupId: set.groupId, dates, salesUntil: addDays(date, -2), cardIds, market })
-    }
+    const mode = (await repo.hasHistory(tx, gameId)) ? 'upsert' : 'append'
+    historyRows += await repo.writeHistory(tx, { mode, withSales: true }, async (emit, flush) => {
+      for (const set of sourceSets) {
+        await backfillSet(source, { groupId: set.groupId, dates, salesUntil: addDays(date, -2), cardIds, market }, emit)
+        await flush()
+      }
+    })
   }
 
-  const [day1, day7, day30] = [addDays(date, -1), addDays(date, -7), addDays(date, -30)]
-  const past = await repo.findHistoryPoints(tx, gameId, [day1, day7, day30])
-  const prices: repo.PriceRow[] = []
-  const history: repo.HistoryRow[] = []
-  for (const [set] of productsBySet) {
+  const todays: { cardId: number; price: SourcePrice }[] = []
+  for (const set of sourceSets) {
     for (const price of await source.listPrices(set.groupId, date)) {
       const cardId = cardIds.get(price.productId)
-      if (cardId === undefined) continue
-      const key = printingKey(cardId, price.printing)
-      const state = nextMarketState(price, market.get(key), date)
-      const points = past.get(key)
-      prices.push({
-        cardId,
-        printing: price.printing,
-        marketPrice: state.price,
-        marketPriceAsOf: state.asOf,
-        lowPrice: price.lowPrice,
-        medianPrice: price.midPrice,
-        lowestWithShipping: price.directLowPrice,
-        buylistPrice: price.buylistPrice,
-        priceChange24h: percentChange(state.price, points?.get(day1)),
-        priceChange7d: percentChange(state.price, points?.get(day7)),
-        priceChange30d: percentChange(state.price, points?.get(day30)),
-        lastUpdatedAt: now,
-      })
-      history.push({ cardId, printing: price.printing, date, marketPrice: state.price, lowPrice: price.lowPrice })
+      if (cardId !== undefined) todays.push({ cardId, price })
     }
   }
+  const [day1, day7, day30] = [addDays(date, -1), addDays(date, -7), addDays(date, -30)]
+  const past = await repo.findHistoryPoints(
+    tx,
+    todays.map(({ cardId, price }) => ({ cardId, printing: price.printing })),
+    [day1, day7, day30],
+  )
+  const prices: repo.PriceRow[] = []
+  const changes: PriceChange[] = []
+  for (const { cardId, price } of todays) {
+    const key = printingKey(cardId, price.printing)
+    const state = nextMarketState(price, market.get(key), date)
+    const points = past.get(key)
+    const previousPrice = current.get(key)?.price ?? null
+    if (previousPrice !== state.price) changes.push({ cardId, printing: price.printing, previousPrice, newPrice: state.price })
+    prices.push({
+      cardId,
+      printing: price.printing,
+      marketPrice: state.price,
+      marketPriceAsOf: state.asOf,
+      lowPrice: price.lowPrice,
+      medianPrice: price.midPrice,
+      lowestWithShipping: price.directLowPrice,
+      buylistPrice: price.buylistPrice,
+      priceChange24h: percentChange(state.price, points?.get(day1)),
+      priceChange7d: percentChange(state.price, points?.get(day7)),
+      priceChange30d: percentChange(state.price, points?.get(day30)),
+      lastUpdatedAt: now,
+    })
+  }
+  todays.length = 0
+  current.clear()
+  past.clear()
   await repo.upsertPrices(tx, prices)
-  await repo.upsertHistory(tx, history)
+  historyRows += await repo.writeHistory(tx, { mode: 'upsert', withSales: false }, async (emit) => {
+    for (const price of prices) emit(price.cardId, price.printing, date, price.marketPrice!, price.lowPrice, null, null)
+  })
 
   const sales: repo.SalesRow[] = []
   for (const salesDate of salesDatesFor(game, date)) {
-    for (const [set] of productsBySet) {
+    for (const set of sourceSets) {
       for (const sale of await source.listSales(set.groupId, salesDate)) {
         const cardId = cardIds.get(sale.productId)
         if (cardId === undefined) continue
@@ -194,11 +234,15 @@ async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync):
   await repo.recordSales(tx, sales)
   await repo.finishGameSync(tx, gameId, now)
   return {
-    sets: sourceSets.length,
-    cards: cardIds.size,
-    prices: prices.length,
-    history_rows: historyRows + history.length,
-    sales_rows: sales.length,
+    stats: {
+      sets: sourceSets.length,
+      cards: cardIds.size,
+      prices: prices.length,
+      history_rows: historyRows,
+      sales_rows: sales.length,
+      price_changes: changes.length,
+    },
+    changes,
   }
 }
 
@@ -217,15 +261,13 @@ const pickSales = (sale: { avgSalesPrice: number | null; salesVolume: number }) 
   salesVolume: sale.salesVolume,
 })
 
-const HISTORY_FLUSH_ROWS = 20_000
-
 /**
- * Writes the set's history points for the backfill dates, walking each printing's market price
- * forward so quiet days keep the last reported price. Leaves the newest walked state in `market`
- * where it is newer than what the database had.
+ * Emits the set's history points for the backfill dates, each printing's points together and
+ * oldest first (the history key's order, so its index grows at a few places), walking each
+ * printing's market price forward so quiet days keep the last reported price. Leaves the newest
+ * walked state in `market` where it is newer than what the database had. Holds one set's points.
  */
 async function backfillSet(
-  tx: Executor,
   source: MarketplaceSource,
   job: {
     groupId: number
@@ -234,48 +276,51 @@ async function backfillSet(
     cardIds: Map<number, number>
     market: Map<string, MarketState>
   },
-): Promise<number> {
-  const walk = new Map<string, MarketState>()
-  let pending: repo.HistoryRow[] = []
-  let written = 0
-  for (const date of job.dates) {
-    const sales = new Map<string, ReturnType<typeof pickSales>>()
+  emit: repo.EmitHistory,
+): Promise<void> {
+  const series = new Map<string, PrintingSeries>()
+  for (let dateIndex = 0; dateIndex < job.dates.length; dateIndex++) {
+    const date = job.dates[dateIndex]!
+    const sales = new Map<string, SourceSale>()
     if (date <= job.salesUntil) {
-      for (const sale of await source.listSales(job.groupId, date)) {
-        const cardId = job.cardIds.get(sale.productId)
-        if (cardId !== undefined) sales.set(printingKey(cardId, sale.printing), pickSales(sale))
-      }
+      for (const sale of await source.listSales(job.groupId, date)) sales.set(`${sale.productId}\u0000${sale.printing}`, sale)
     }
     for (const price of await source.listPrices(job.groupId, date)) {
       const cardId = job.cardIds.get(price.productId)
       if (cardId === undefined) continue
       const key = printingKey(cardId, price.printing)
-      const state = nextMarketState(price, walk.get(key), date)
-      walk.set(key, state)
-      const sale = sales.get(key)
-      pending.push({
-        cardId,
-        printing: price.printing,
-        date,
-        marketPrice: state.price,
-        lowPrice: price.lowPrice,
-        avgSalesPrice: sale?.avgSalesPrice ?? null,
-        salesVolume: sale?.salesVolume ?? null,
-      })
-    }
-    if (pending.length >= HISTORY_FLUSH_ROWS) {
-      await repo.upsertHistory(tx, pending)
-      written += pending.length
-      pending = []
+      let points = series.get(key)
+      if (!points) series.set(key, (points = { cardId, printing: price.printing, state: undefined, dates: [], market: [], low: [], avg: [], volume: [] }))
+      points.state = nextMarketState(price, points.state, date)
+      const sale = sales.get(`${price.productId}\u0000${price.printing}`)
+      points.dates.push(dateIndex)
+      points.market.push(points.state.price)
+      points.low.push(price.lowPrice)
+      points.avg.push(sale ? sale.avgSalesPrice : null)
+      points.volume.push(sale ? sale.salesVolume : null)
     }
   }
-  await repo.upsertHistory(tx, pending)
-  written += pending.length
-  for (const [key, state] of walk) {
+  const ordered = [...series.values()].sort((a, b) => a.cardId - b.cardId || (a.printing < b.printing ? -1 : a.printing > b.printing ? 1 : 0))
+  for (const points of ordered) {
+    for (let i = 0; i < points.dates.length; i++) {
+      emit(points.cardId, points.printing, job.dates[points.dates[i]!]!, points.market[i]!, points.low[i]!, points.avg[i]!, points.volume[i]!)
+    }
+    const key = printingKey(points.cardId, points.printing)
     const known = job.market.get(key)
-    if (!known || known.asOf < state.asOf) job.market.set(key, state)
+    if (points.state && (!known || known.asOf < points.state.asOf)) job.market.set(key, points.state)
   }
-  return written
+}
+
+/** One printing's backfilled points, column by column. */
+interface PrintingSeries {
+  cardId: number
+  printing: string
+  state: MarketState | undefined
+  dates: number[]
+  market: number[]
+  low: number[]
+  avg: (number | null)[]
+  volume: (number | null)[]
 }
 
 export async function isCatalogEmpty(db: Database): Promise<boolean> {

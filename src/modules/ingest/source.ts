@@ -125,7 +125,11 @@ export interface SourceListing {
 
 /** What the marketplace answers for one product's live listings. */
 export interface SourceListings {
-  /** A sample of the live listings (every printing, condition and language), not the whole market. */
+  /**
+   * A sample of the live listings, not the whole market: the cheapest few of every printing ×
+   * condition × language (the demo marketplace: up to 10 each), ordered by printing, condition,
+   * language, then price. One-cent placeholder listings are real listings here and may be in it.
+   */
   listings: SourceListing[]
   /** Total live listings per condition across all printings: the market's depth, beyond the sample. */
   conditionCounts: Partial<Record<ListingCondition, number>>

@@ -3,15 +3,18 @@ import { addDays } from '../../../shared/clock'
 import {
   CONDITIONS,
   PRINTINGS_BY_KIND,
+  SEALED_CONDITION,
   type GameKind,
   type MarketplaceSource,
   type SourceGame,
+  type SourceListing,
+  type SourceListings,
   type SourcePrice,
   type SourceProduct,
   type SourceSale,
   type SourceSet,
 } from '../source'
-import { createDemoSource, DEMO_SCALES, type DemoScale, PRESALE_DAYS } from './demo'
+import { createDemoSource, DEMO_SCALES, type DemoScale, LISTING_SAMPLE_SIZE, PRESALE_DAYS } from './demo'
 
 const NOW = new Date('2026-11-21T15:30:00Z')
 const TODAY = '2026-11-21'
@@ -455,7 +458,7 @@ describe('demo source: prices', () => {
   })
 })
 
-describe('demo source: sales and listings', () => {
+describe('demo source: sales and unknown ids', () => {
   test('sales cover the same printings every day, for printings worth at least a dollar', async () => {
     const catalog = await tinyCatalog
     const source = tinySource()
@@ -492,40 +495,6 @@ describe('demo source: sales and listings', () => {
     expect(median(sales.map((sale) => sale.salesVolume))).toBeLessThan(10)
   })
 
-  test('listings are well formed, mostly Near Mint, and fixed for a given day', async () => {
-    const catalog = await tinyCatalog
-    const source = tinySource()
-    const conditions = new Map<string, number>()
-    const languages = new Set<string>()
-    const shipping = new Set<boolean>()
-    for (const product of catalog.products) {
-      const { listings } = await source.listListings(product.productId)
-      expect(listings.length).toBeLessThanOrEqual(40)
-      for (const listing of listings) {
-        expect(listing.productId).toBe(product.productId)
-        expect(product.printings).toContain(listing.printing)
-        expect(CONDITIONS as readonly string[]).toContain(listing.condition)
-        expect(isMoney(listing.price)).toBe(true)
-        expect(listing.shipping === 0 || (listing.shipping >= 0.99 && listing.shipping <= 4.99)).toBe(true)
-        conditions.set(listing.condition, (conditions.get(listing.condition) ?? 0) + 1)
-        languages.add(listing.language)
-        shipping.add(listing.shipping === 0)
-      }
-    }
-    const counts = CONDITIONS.map((condition) => conditions.get(condition) ?? 0)
-    expect(counts[0]).toBe(Math.max(...counts))
-    expect(counts.every((count) => count > 0)).toBe(true)
-    expect([...languages].sort()).toEqual(['English', 'Japanese'])
-    expect(shipping.size).toBe(2)
-
-    const laterDay = createDemoSource({ scale: 'tiny', now: () => new Date('2026-11-22T01:00:00Z') })
-    const sameDay = createDemoSource({ scale: 'tiny', now: () => new Date('2026-11-21T23:59:00Z') })
-    const sample = catalog.products.slice(0, 40).map((product) => product.productId)
-    const listingsOf = (from: MarketplaceSource) => Promise.all(sample.map((id) => from.listListings(id)))
-    expect(await listingsOf(sameDay)).toEqual(await listingsOf(source))
-    expect(await listingsOf(laterDay)).not.toEqual(await listingsOf(source))
-  })
-
   test('unknown ids and bad dates return empty lists', async () => {
     const source = tinySource()
     const { sets, products } = await tinyCatalog
@@ -545,6 +514,163 @@ describe('demo source: sales and listings', () => {
     for (const badProduct of [0, 1, -5, groupId * 1000 + 999, (products[0]?.productId ?? 0) + 0.5]) {
       expect(await source.listListings(badProduct)).toEqual({ listings: [], conditionCounts: {} })
     }
+  })
+})
+
+describe('demo source: live listings', () => {
+  const cellKey = (listing: SourceListing) => `${listing.printing}|${listing.condition}|${listing.language}`
+  const listingsOf = (source: MarketplaceSource, products: SourceProduct[]) => Promise.all(products.map((product) => source.listListings(product.productId)))
+
+  test('every listing is well formed; sealed products list only Unopened, cards the five conditions', async () => {
+    const { products } = await tinyCatalog
+    const answers = await listingsOf(tinySource(), products)
+    const conditions = new Map<string, number>()
+    const languages = new Set<string>()
+    const shipping = new Set<boolean>()
+    let traded = 0
+    products.forEach((product, index) => {
+      const { listings, conditionCounts } = answers[index]!
+      const sealed = product.productType === 'Sealed Products'
+      const allowed: readonly string[] = sealed ? [SEALED_CONDITION] : CONDITIONS
+      // A traded product counts every condition it can be listed in, even at 0; one not traded yet (presale not open) none.
+      const counted = Object.keys(conditionCounts).sort()
+      if (counted.length > 0) expect(counted).toEqual([...allowed].sort())
+      else expect(listings).toEqual([])
+      traded += counted.length > 0 ? 1 : 0
+      for (const listing of listings) {
+        expect(listing.productId).toBe(product.productId)
+        expect(product.printings).toContain(listing.printing)
+        expect(allowed).toContain(listing.condition)
+        expect(isMoney(listing.price)).toBe(true)
+        if (sealed) expect(listing.shipping === 0 || (listing.shipping >= 4.99 && listing.shipping <= 14.99)).toBe(true)
+        else expect(listing.shipping === 0 || (listing.shipping >= 0.99 && listing.shipping <= 4.99)).toBe(true)
+        conditions.set(listing.condition, (conditions.get(listing.condition) ?? 0) + 1)
+        languages.add(listing.language)
+        shipping.add(listing.shipping === 0)
+      }
+    })
+    const counts = CONDITIONS.map((condition) => conditions.get(condition) ?? 0)
+    expect(counts[0]).toBe(Math.max(...counts))
+    expect(counts.every((count) => count > 0)).toBe(true)
+    expect(conditions.get(SEALED_CONDITION)).toBeGreaterThan(0)
+    expect(traded).toBeGreaterThan(products.length * 0.9)
+    expect(languages.has('English') && languages.has('Japanese')).toBe(true)
+    expect(languages.size).toBeGreaterThan(2)
+    expect(shipping.size).toBe(2)
+  })
+
+  test('the sample is the cheapest few per printing, condition and language; the counts are at least the sample', async () => {
+    const { products } = await tinyCatalog
+    const answers = await listingsOf(tinySource(), products)
+    let cappedCells = 0
+    for (const { listings, conditionCounts } of answers) {
+      const cells = new Map<string, number[]>()
+      for (const listing of listings) cells.set(cellKey(listing), [...(cells.get(cellKey(listing)) ?? []), listing.price])
+      for (const prices of cells.values()) {
+        expect(prices.length).toBeLessThanOrEqual(LISTING_SAMPLE_SIZE)
+        expect(prices).toEqual([...prices].sort((a, b) => a - b))
+        if (prices.length === LISTING_SAMPLE_SIZE) cappedCells++
+      }
+      for (const [condition, count] of Object.entries(conditionCounts)) {
+        const sampled = listings.filter((listing) => listing.condition === condition).length
+        expect(count).toBeGreaterThanOrEqual(sampled)
+        expect(Number.isInteger(count)).toBe(true)
+      }
+    }
+    // Deep markets exist, and their counts go beyond the sample.
+    expect(cappedCells).toBeGreaterThan(0)
+    const deeper = answers.filter(({ listings, conditionCounts }) => Object.values(conditionCounts).reduce((a, b) => a + (b ?? 0), 0) > listings.length)
+    expect(deeper.length).toBeGreaterThan(0)
+  })
+
+  test('depth follows the product\'s popularity', async () => {
+    const { products } = await tinyCatalog
+    const answers = await listingsOf(tinySource(), products)
+    const depths = answers.map(({ conditionCounts }) => Object.values(conditionCounts).reduce((a, b) => a + (b ?? 0), 0))
+    const ratios = products.flatMap((product, index) => (product.totalListings >= 20 ? [depths[index]! / product.totalListings] : []))
+    expect(ratios.length).toBeGreaterThan(20)
+    expect(median(ratios)).toBeGreaterThan(0.8)
+    expect(median(ratios)).toBeLessThan(1.25)
+    const byPopularity = products.map((product, index) => ({ listed: product.totalListings, depth: depths[index]! })).sort((a, b) => a.listed - b.listed)
+    const quarter = Math.floor(byPopularity.length / 4)
+    const meanDepth = (rows: { depth: number }[]) => rows.reduce((sum, row) => sum + row.depth, 0) / rows.length
+    expect(meanDepth(byPopularity.slice(-quarter))).toBeGreaterThan(5 * meanDepth(byPopularity.slice(0, quarter)))
+  })
+
+  test('asking prices track the printing\'s market value that day, cheaper for worse conditions', async () => {
+    const catalog = await tinyCatalog
+    const source = tinySource()
+    const market = new Map((await pricesOn(source, groupIds(catalog), TODAY)).map((price) => [printingKey(price), price.marketPrice]))
+    const ratios: number[] = []
+    const conditionRatios = new Map<string, number[]>()
+    for (const { listings } of await listingsOf(source, catalog.products)) {
+      for (const listing of listings) {
+        const value = market.get(printingKey(listing))
+        if (!value || value < 1 || listing.price === 0.01 || listing.language !== 'English') continue
+        if (listing.condition === 'Near Mint') ratios.push(listing.price / value)
+        conditionRatios.set(listing.condition, [...(conditionRatios.get(listing.condition) ?? []), listing.price / value])
+      }
+    }
+    expect(ratios.length).toBeGreaterThan(100)
+    expect(median(ratios)).toBeGreaterThan(0.85)
+    expect(median(ratios)).toBeLessThan(1.3)
+    expect(Math.min(...ratios)).toBeGreaterThan(0.6)
+    const medians = CONDITIONS.map((condition) => median(conditionRatios.get(condition) ?? []))
+    for (let index = 1; index < medians.length; index++) expect(medians[index]!).toBeLessThan(medians[index - 1]!)
+  })
+
+  test('one-cent junk listings turn up in some products, at a low rate', async () => {
+    const { products } = await tinyCatalog
+    const answers = await listingsOf(tinySource(), products)
+    const listings = answers.flatMap((answer) => answer.listings)
+    const junk = listings.filter((listing) => listing.price === 0.01)
+    const productsWithJunk = answers.filter((answer) => answer.listings.some((listing) => listing.price === 0.01)).length
+    expect(productsWithJunk).toBeGreaterThan(0)
+    expect(productsWithJunk).toBeLessThan(products.length / 3)
+    expect(junk.length).toBeLessThan(listings.length * 0.03)
+    // Junk sits beside real listings: somewhere a cell has a one-cent listing and at least two dearer ones.
+    const cells = new Map<string, number[]>()
+    for (const listing of listings) {
+      const key = `${listing.productId}|${cellKey(listing)}`
+      cells.set(key, [...(cells.get(key) ?? []), listing.price])
+    }
+    expect([...cells.values()].some((prices) => prices[0] === 0.01 && prices.filter((price) => price > 0.05).length >= 2)).toBe(true)
+  })
+
+  test('fixed for a given day, different the next day', async () => {
+    const { products } = await tinyCatalog
+    const sample = products.slice(0, 60)
+    const source = tinySource()
+    const sameDay = createDemoSource({ scale: 'tiny', now: () => new Date('2026-11-21T23:59:00Z') })
+    const laterDay = createDemoSource({ scale: 'tiny', now: () => new Date('2026-11-22T01:00:00Z') })
+    const today = await listingsOf(source, sample)
+    expect(await listingsOf(sameDay, sample)).toEqual(today)
+    const tomorrow = await listingsOf(laterDay, sample)
+    const changed = sample.filter((_, index) => !Bun.deepEquals(tomorrow[index], today[index]))
+    expect(changed.length).toBeGreaterThan(sample.length / 2)
+    const prices = (answers: SourceListings[]) => answers.flatMap((answer) => answer.listings.map((listing) => listing.price))
+    expect(prices(tomorrow)).not.toEqual(prices(today))
+  })
+
+  test('products that do not trade yet have no listings', async () => {
+    const catalog = await tinyCatalog
+    // On 2025-01-01 a set released after 2025-03-02 has not opened, presale window included.
+    const early = createDemoSource({ scale: 'tiny', now: () => new Date('2025-01-01T00:00:00Z') })
+    const later = new Set(catalog.sets.filter((set) => set.releaseDate > addDays('2025-01-01', PRESALE_DAYS)).map((set) => set.groupId))
+    const products = catalog.products.filter((product) => later.has(product.groupId))
+    expect(products.length).toBeGreaterThan(0)
+    for (const answer of await listingsOf(early, products)) expect(answer).toEqual({ listings: [], conditionCounts: {} })
+    const traded = await listingsOf(tinySource(), products)
+    expect(traded.some((answer) => answer.listings.length > 0)).toBe(true)
+  })
+
+  test('one product\'s listings take microseconds once its set is generated', async () => {
+    const { products } = await tinyCatalog
+    const source = tinySource()
+    await listingsOf(source, products.slice(0, 20))
+    const started = performance.now()
+    for (let round = 0; round < 10; round++) for (const product of products.slice(0, 20)) await source.listListings(product.productId)
+    expect((performance.now() - started) / 200).toBeLessThan(0.5)
   })
 })
 

@@ -9,6 +9,7 @@ import {
   CONDITIONS,
   type Condition,
   type GameKind,
+  type ListingCondition,
   type MarketplaceSource,
   type SourceGame,
   type SourceListing,
@@ -17,6 +18,7 @@ import {
   type SourceProduct,
   type SourceSale,
   type SourceSet,
+  SEALED_CONDITION,
 } from '../source'
 
 export type DemoScale = 'tiny' | 'small' | 'medium' | 'large'
@@ -838,6 +840,137 @@ if (CONDITION_WEIGHTS.some((entry, index) => entry.condition !== CONDITIONS[inde
 }
 
 // ---------------------------------------------------------------------------------------------
+// Live listings
+
+/**
+ * The marketplace answers the cheapest listings of every printing × condition × language, at most
+ * this many each, and counts the rest: the sample is what a buyer sees first, the counts are the depth.
+ */
+export const LISTING_SAMPLE_SIZE = 10
+/** Share of printing × condition × language offers whose cheapest listing is a one-cent placeholder. */
+const JUNK_LISTING_RATE = 0.03
+const JUNK_PRICE = 0.01
+/** A seller's asking price over the day's market value: FLOOR + SPREAD × u^SKEW for a seller's rank u in [0, 1). */
+const ASK_FLOOR = 0.86
+const ASK_SPREAD = 0.6
+const ASK_SKEW = 1.5
+/** How much the day's number of live listings wanders around the product's usual count (log space). */
+const DEPTH_SIGMA = 0.15
+
+interface ConditionShare {
+  condition: ListingCondition
+  share: number
+  priceFactor: number
+}
+
+const CARD_CONDITIONS: readonly ConditionShare[] = CONDITION_WEIGHTS.map(({ condition, weight, priceFactor }) => ({
+  condition,
+  share: weight / 100,
+  priceFactor,
+}))
+const SEALED_CONDITIONS: readonly ConditionShare[] = [{ condition: SEALED_CONDITION, share: 1, priceFactor: 1 }]
+
+interface LanguageShare {
+  language: string
+  share: number
+  priceFactor: number
+}
+
+const OTHER_LANGUAGES = words('German French Italian Spanish Portuguese Korean')
+const CARD_SHIPPING = [0.99, 1.25, 1.49, 1.99, 2.99, 3.99, 4.99] as const
+
+/** What is listed of one product: the same every day (which printings and languages sellers offer, and how often). */
+interface ListingProfile {
+  printingShares: number[]
+  languages: LanguageShare[]
+  conditions: readonly ConditionShare[]
+  sealed: boolean
+}
+
+function listingProfile(draw: Draw, product: SourceProduct): ListingProfile {
+  const sealed = product.productType === 'Sealed Products'
+  const languages: LanguageShare[] = [{ language: 'English', share: 1, priceFactor: 1 }]
+  if (draw.chance('japanese', sealed ? 0.2 : 0.4)) {
+    languages.push({ language: 'Japanese', share: draw.between('japanese-share', 0.08, 0.25), priceFactor: draw.between('japanese-price', 0.8, 1.35) })
+  }
+  if (!sealed && draw.chance('other-language', 0.15)) {
+    languages.push({
+      language: draw.pick('other-language-name', OTHER_LANGUAGES),
+      share: draw.between('other-language-share', 0.03, 0.08),
+      priceFactor: draw.between('other-language-price', 0.7, 0.95),
+    })
+  }
+  const printingWeights = product.printings.map((_, slot) => Math.exp(-0.7 * slot) * draw.between('printing-share', 0.6, 1.4, slot))
+  return {
+    printingShares: normalized(printingWeights),
+    languages: normalizedShares(languages),
+    conditions: sealed ? SEALED_CONDITIONS : CARD_CONDITIONS,
+    sealed,
+  }
+}
+
+function normalized(weights: number[]): number[] {
+  const total = weights.reduce((sum, weight) => sum + weight, 0)
+  return weights.map((weight) => weight / total)
+}
+
+function normalizedShares<T extends { share: number }>(items: T[]): T[] {
+  const shares = normalized(items.map((item) => item.share))
+  return items.map((item, index) => ({ ...item, share: itemAt(shares, index) }))
+}
+
+function listingShipping(draw: Draw, sealed: boolean, price: number, cell: number, rank: number): number {
+  const key = cell * 64 + rank
+  if (sealed) return draw.chance('free-shipping', 0.5, key) ? 0 : money(draw.between('sealed-shipping', 4.99, 14.99, key))
+  return draw.chance('free-shipping', price >= 5 ? 0.6 : 0.25, key) ? 0 : draw.pick('shipping', CARD_SHIPPING, key)
+}
+
+/**
+ * The live listings of one traded product on `day`. Each printing × condition × language cell gets
+ * its share of the day's depth (rounded up or down at random, so rare cells are sometimes empty);
+ * its sample is the cheapest LISTING_SAMPLE_SIZE of those listings, drawn directly as the lowest
+ * order statistics of the cell's asking prices, so a deep market costs no more than a shallow one.
+ */
+function generateListings(root: Draw, item: GeneratedProduct, printingDraw: (slot: number) => Draw, day: number): SourceListings {
+  const { product, basePrices } = item
+  const profile = listingProfile(root.child(Tag.listing, product.productId), product)
+  const daily = root.child(Tag.listing, product.productId, day)
+  const depth = product.totalListings * Math.exp(DEPTH_SIGMA * daily.normal('depth'))
+  const conditionCounts: SourceListings['conditionCounts'] = {}
+  for (const { condition } of profile.conditions) conditionCounts[condition] = 0
+  const listings: SourceListing[] = []
+  product.printings.forEach((printing, slot) => {
+    const value = marketValue(printingDraw(slot), itemAt(basePrices, slot), day)
+    profile.conditions.forEach((condition, conditionIndex) => {
+      profile.languages.forEach((language, languageIndex) => {
+        const cell = (slot * 8 + conditionIndex) * 8 + languageIndex
+        const expected = depth * itemAt(profile.printingShares, slot) * condition.share * language.share
+        const count = Math.floor(expected + daily.unit('cell-count', cell))
+        if (count === 0) return
+        conditionCounts[condition.condition] = (conditionCounts[condition.condition] ?? 0) + count
+        const junk = daily.chance('junk', JUNK_LISTING_RATE, cell)
+        const askBase = value * condition.priceFactor * language.priceFactor
+        let rank = 0
+        for (let index = 0; index < Math.min(count, LISTING_SAMPLE_SIZE); index++) {
+          // The next lowest of the remaining (count - index) uniform ranks.
+          rank += (1 - rank) * (1 - (1 - daily.unit('rank', cell, index)) ** (1 / (count - index)))
+          const price = junk && index === 0 ? JUNK_PRICE : money(askBase * (ASK_FLOOR + ASK_SPREAD * rank ** ASK_SKEW))
+          listings.push({
+            productId: product.productId,
+            printing,
+            condition: condition.condition,
+            language: language.language,
+            price,
+            shipping: listingShipping(daily, profile.sealed, price, cell, index),
+          })
+        }
+      })
+    })
+  })
+  return { listings, conditionCounts }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The source
 
 /** How long before release a presale product is listed (pre-orders). */
@@ -886,36 +1019,12 @@ class DemoSource implements MarketplaceSource {
   }
 
   async listListings(productId: number): Promise<SourceListings> {
-    const listings = this.sampleListings(productId)
-    const conditionCounts: SourceListings['conditionCounts'] = {}
-    for (const listing of listings) conditionCounts[listing.condition] = (conditionCounts[listing.condition] ?? 0) + 1
-    return { listings, conditionCounts }
-  }
-
-  private sampleListings(productId: number): SourceListing[] {
     const group = Number.isInteger(productId) ? this.group(Math.floor(productId / PRODUCTS_PER_GROUP)) : undefined
     const item = group?.products[(productId % PRODUCTS_PER_GROUP) - 1]
     const day = Math.floor(this.now().getTime() / DAY_MS)
-    if (!group || !item || item.product.productId !== productId || !Number.isFinite(day)) return []
-    if (!trades(group.plan, formatDay(day))) return []
-    const draw = this.root.child(Tag.listing, productId, day)
-    const count = Math.min(item.product.totalListings, Math.floor(41 * draw.unit('listing-count') ** 1.5))
-    return Array.from({ length: count }, (_, index) => this.listing(item, draw, index, day))
-  }
-
-  private listing(item: GeneratedProduct, draw: Draw, index: number, day: number): SourceListing {
-    const { product, basePrices } = item
-    const slot = draw.int('printing', 0, product.printings.length - 1, index)
-    const condition = draw.weighted('condition', CONDITION_WEIGHTS, index)
-    const value = marketValue(this.printingDraw(product.productId, slot), itemAt(basePrices, slot), day)
-    return {
-      productId: product.productId,
-      printing: itemAt(product.printings, slot),
-      condition: condition.condition,
-      language: draw.chance('japanese', 0.15, index) ? 'Japanese' : 'English',
-      price: money(value * condition.priceFactor * draw.between('price-jitter', 0.92, 1.2, index)),
-      shipping: draw.chance('free-shipping', 0.5, index) ? 0 : money(draw.between('shipping', 0.99, 4.99, index)),
-    }
+    if (!group || !item || item.product.productId !== productId || !Number.isFinite(day)) return { listings: [], conditionCounts: {} }
+    if (!trades(group.plan, formatDay(day))) return { listings: [], conditionCounts: {} }
+    return generateListings(this.root, item, (slot) => this.printingDraw(productId, slot), day)
   }
 
   private perPrinting<T>(

@@ -1,0 +1,189 @@
+/**
+ * Seeding and the daily sync on the `large` demo catalog, on PostgreSQL, against DESIGN section 6:
+ * seeding every game with its history from 2025-03-02 ≤ 5 min; then, the next day, the daily sync
+ * of every game with the price snapshot rebuilt after it ≤ 60 s and peak RSS ≤ 1 GB.
+ *
+ *   BENCH_SYNC_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_sync bun bench/sync.bench.ts
+ *
+ * The database is created for the run and dropped after it (BENCH_KEEP=1 keeps it). Everything
+ * runs in this process, as the CLI and the scheduler run it, with PostgreSQL on the same cores:
+ * the time is the sync's whole cost, generating the demo marketplace's data included. Peak RSS is
+ * the kernel's high-water mark (VmHWM), reset before each phase. Exits 1 if a budget fails.
+ */
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, totalmem } from 'node:os'
+import { sql } from 'drizzle-orm'
+import postgres from 'postgres'
+import { openPostgres, selectRows } from '../src/db/client'
+import { DEFAULT_BACKFILL } from '../src/modules/ingest/normalize'
+import { type SyncSummary, syncGames } from '../src/modules/ingest/service'
+import { createDemoSource } from '../src/modules/ingest/sources/demo'
+import { loadSnapshotSource } from '../src/modules/snapshot/repo'
+import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
+import { addDays, utcDate } from '../src/shared/clock'
+import { createLogger } from '../src/shared/logger'
+
+const DATABASE_URL = process.env.BENCH_SYNC_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_sync'
+const SCALE = 'large'
+/** Optional comma-separated game slugs, to profile part of the catalog (the budgets are for all of it). */
+const GAMES = process.env.BENCH_SYNC_GAMES?.split(',')
+const SEED_BUDGET_S = 300
+const SYNC_BUDGET_S = 60
+const RSS_BUDGET_MB = 1024
+
+/** The seed stands on yesterday at noon UTC, the sync on today: a real day of price moves. */
+const today = utcDate(new Date())
+const seedInstant = new Date(`${addDays(today, -1)}T12:00:00.000Z`)
+const syncInstant = new Date(`${today}T12:00:00.000Z`)
+
+function status(field: 'VmHWM' | 'VmRSS'): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))
+  return match ? Number(match[1]) / 1024 : Number.NaN
+}
+
+/** Starts a phase's peak: the kernel resets VmHWM to the current RSS on "5" (Linux ≥ 4.0). */
+function resetPeak(): void {
+  Bun.gc(true)
+  try {
+    writeFileSync('/proc/self/clear_refs', '5')
+  } catch {
+    // Without it the peak is the process's so far, which only overstates the phase's.
+  }
+}
+
+const TICKS_PER_SECOND = 100
+
+/** CPU seconds so far: the whole machine's busy time, this process's, and every PostgreSQL process's. */
+function cpuSeconds(): { machine: number; self: number; postgres: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number)
+  // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+  const machine = fields.slice(0, 8).reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / TICKS_PER_SECOND
+  const usage = process.cpuUsage()
+  let postgres = 0
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      if (!stat.includes('(postgres)')) continue
+      const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      postgres += (Number(after[11]) + Number(after[12])) / TICKS_PER_SECOND
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return { machine, self: (usage.user + usage.system) / 1e6, postgres }
+}
+
+interface Phase<T> {
+  value: T
+  seconds: number
+  peakMb: number
+  /** CPU seconds during the phase: this process, PostgreSQL, and everything else on the machine. */
+  cpu: { self: number; postgres: number; others: number }
+}
+
+async function phase<T>(name: string, run: () => Promise<T>): Promise<Phase<T>> {
+  resetPeak()
+  const before = cpuSeconds()
+  const started = performance.now()
+  console.error(`${name}…`)
+  const value = await run()
+  const seconds = (performance.now() - started) / 1000
+  const after = cpuSeconds()
+  const peakMb = status('VmHWM')
+  const self = after.self - before.self
+  const postgres = after.postgres - before.postgres
+  const cpu = { self, postgres, others: Math.max(0, after.machine - before.machine - self - postgres) }
+  console.error(`${name}: ${seconds.toFixed(1)} s, peak RSS ${peakMb.toFixed(0)} MB, ${describeCpu(cpu)}`)
+  return { value, seconds, peakMb, cpu }
+}
+
+const describeCpu = (cpu: Phase<unknown>['cpu']) =>
+  `CPU: this process ${cpu.self.toFixed(1)} s, PostgreSQL ${cpu.postgres.toFixed(1)} s, other processes ${cpu.others.toFixed(1)} s`
+
+const url = new URL(DATABASE_URL)
+const name = url.pathname.slice(1)
+url.pathname = '/postgres'
+const admin = postgres(url.toString(), { max: 1, onnotice: () => {} })
+await admin.unsafe(`drop database if exists ${name}`)
+await admin.unsafe(`create database ${name}`)
+const [{ server_version: postgresVersion }] = (await admin`show server_version`) as unknown as [{ server_version: string }]
+
+const loadBefore = loadavg()
+const database = await openPostgres(DATABASE_URL, { max: 4 })
+let failedBudget = false
+try {
+  await database.migrate()
+  const logger = createLogger('warn')
+  let last = performance.now()
+  const progress = (label: string) => ({ game, done, total }: { game: string; done: number; total: number }) => {
+    const now = performance.now()
+    console.error(`  ${label} ${done}/${total} ${game} ${((now - last) / 1000).toFixed(1)} s`)
+    last = now
+  }
+  const failures = (summary: SyncSummary) => {
+    if (summary.failed > 0) throw new Error(`${summary.failed} games failed: ${summary.games.find((g) => g.error)?.error}`)
+    return summary
+  }
+  last = performance.now()
+  const seed = await phase('seed', async () =>
+    failures(
+      await syncGames(
+        { db: database.db, source: createDemoSource({ scale: SCALE, now: () => seedInstant }), clock: { now: () => seedInstant }, logger },
+        { gameSlugs: GAMES, backfill: DEFAULT_BACKFILL, onProgress: progress('seed') },
+      ),
+    ),
+  )
+  const [counts] = await selectRows<{ cards: number; printings: number; history: number; first: string }>(
+    database.db,
+    sql`select (select count(*)::int from cards) as cards, (select count(*)::int from card_prices) as printings,
+               (select count(*)::int from price_history) as history, (select min(date)::text from price_history) as first`,
+  )
+  last = performance.now()
+  const sync = await phase('daily sync', async () =>
+    failures(
+      await syncGames(
+        { db: database.db, source: createDemoSource({ scale: SCALE, now: () => syncInstant }), clock: { now: () => syncInstant }, logger },
+        { gameSlugs: GAMES, onProgress: progress('sync') },
+      ),
+    ),
+  )
+  // The snapshot rebuild the service runs after a sync, in the same process as the sync (so the
+  // peak below is the two together, the scheduler's case).
+  const snapshotStarted = performance.now()
+  const snapshot = PriceSnapshot.build(await loadSnapshotSource(database.db), syncInstant)
+  const snapshotSeconds = (performance.now() - snapshotStarted) / 1000
+  const syncPeakMb = status('VmHWM')
+  const [sizes] = await selectRows<{ history: string }>(database.db, sql`select pg_size_pretty(pg_total_relation_size('price_history')) as history`)
+
+  const syncTotal = sync.seconds + snapshotSeconds
+  const rows = (summary: SyncSummary, stat: string) => summary.games.reduce((sum, game) => sum + (game.stats?.[stat] ?? 0), 0)
+  const verdict = (ok: boolean) => {
+    if (!ok) failedBudget = true
+    return ok ? 'PASS' : 'FAIL'
+  }
+  console.log(
+    `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
+      `load average ${loadBefore[0]!.toFixed(2)} before / ${loadavg()[0]!.toFixed(2)} after`,
+  )
+  console.log(
+    `catalog: ${counts!.cards} cards, ${counts!.printings} printings, ${counts!.history} history rows from ${counts!.first} (${sizes!.history}); ` +
+      `sync: ${rows(sync.value, 'prices')} prices, ${rows(sync.value, 'sales_rows')} sales rows, ${sync.value.changes.length} price changes; ` +
+      `snapshot: ${snapshot.cardCount} cards, ${snapshot.priceCount} prices\n`,
+  )
+  console.log('| measure | value | budget | result |')
+  console.log('|---|---|---|---|')
+  console.log(`| seed with history, every game | ${seed.seconds.toFixed(1)} s (${rows(seed.value, 'history_rows')} history rows) | ≤ ${SEED_BUDGET_S} s | ${verdict(seed.seconds <= SEED_BUDGET_S)} |`)
+  console.log(`| seed peak RSS | ${seed.peakMb.toFixed(0)} MB | — | — |`)
+  console.log(`| seed CPU | ${describeCpu(seed.cpu)} | — | — |`)
+  console.log(`| daily sync CPU | ${describeCpu(sync.cpu)} | — | — |`)
+  console.log(
+    `| daily sync + snapshot rebuild | ${syncTotal.toFixed(1)} s (sync ${sync.seconds.toFixed(1)} s, snapshot ${snapshotSeconds.toFixed(1)} s) | ≤ ${SYNC_BUDGET_S} s | ${verdict(syncTotal <= SYNC_BUDGET_S)} |`,
+  )
+  console.log(`| daily sync + snapshot peak RSS | ${syncPeakMb.toFixed(0)} MB | ≤ ${RSS_BUDGET_MB} MB | ${verdict(syncPeakMb <= RSS_BUDGET_MB)} |`)
+} finally {
+  await database.close()
+  if (process.env.BENCH_KEEP !== '1') await admin.unsafe(`drop database if exists ${name}`)
+  await admin.end()
+}
+process.exit(failedBudget ? 1 : 0)

@@ -1,0 +1,197 @@
+import { sql } from 'drizzle-orm'
+import type { Sql } from 'postgres'
+import { type Database, selectRows } from '../db/client'
+import type { Logger } from '../shared/logger'
+
+/**
+ * The advisory lock the leader holds, a two-key lock apart from the per-game sync locks
+ * `(7301, gameId)` (advisory keys share one space whether taken per session or per transaction).
+ */
+export const LEADER_LOCK = { classId: 7302, objectId: 1 } as const
+
+/** How long one lock or liveness statement may take before the connection counts as dead. */
+const STATEMENT_TIMEOUT_MS = 5_000
+
+/**
+ * One session that can hold the leader lock. PostgreSQL releases a session-level advisory lock
+ * when its session ends, so a leader that dies (or loses its connection) never keeps the lock.
+ */
+export interface LockSession {
+  /** Takes the lock if nobody holds it; true when this session holds it now. */
+  tryLock(): Promise<boolean>
+  /** Whether this session still holds the lock: false once its connection was lost (a reconnect is a new session). */
+  holdsLock(): Promise<boolean>
+  /** Ends the session, which releases the lock. */
+  close(): Promise<void>
+}
+
+const holdsLockQuery = (backendPid: string) => `
+  select exists (
+    select 1 from pg_locks
+    where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
+      and classid = ${LEADER_LOCK.classId} and objid = ${LEADER_LOCK.objectId}
+      and objsubid = 2 and granted and pid = ${backendPid}
+  ) as held`
+
+/**
+ * PostgreSQL: a dedicated one-connection client, apart from the pool, so the lock's session lives
+ * exactly as long as that connection. postgres.js would silently reopen a lost connection as a
+ * new session without the lock; `holdsLock` asks pg_locks, so that is noticed.
+ */
+export async function postgresLockSession(url: string, options: { connectTimeoutSeconds: number }): Promise<LockSession> {
+  const { default: postgres } = await import('postgres')
+  const client: Sql = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    connect_timeout: options.connectTimeoutSeconds,
+    // Never recycled: postgres.js would otherwise end the connection after 30 to 60 minutes, and the lock with it.
+    max_lifetime: null,
+    idle_timeout: 0,
+    keep_alive: 10,
+    connection: { statement_timeout: STATEMENT_TIMEOUT_MS, application_name: 'tcg-price-api leader' },
+  })
+  let backendPid: number | undefined
+  return {
+    async tryLock() {
+      const [row] = await client<{ locked: boolean; pid: number }[]>`
+        select pg_try_advisory_lock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int) as locked, pg_backend_pid() as pid`
+      backendPid = row!.pid
+      return row!.locked
+    },
+    async holdsLock() {
+      if (backendPid === undefined) return false
+      // The pid of the session that took the lock, not pg_backend_pid(): a reconnected client has a new one.
+      const [row] = await client.unsafe<{ held: boolean }[]>(holdsLockQuery(String(backendPid)))
+      return row!.held
+    },
+    async close() {
+      // Unlocked before the session ends: the server would release it too, but only once its
+      // backend has noticed the closed connection, and the next leader should not wait for that.
+      if (backendPid !== undefined) {
+        await client`select pg_advisory_unlock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int)`.catch(() => {})
+      }
+      await client.end({ timeout: 2 })
+    },
+  }
+}
+
+/**
+ * Embedded PGlite: one process owns the data directory (it is locked), so this node is the only
+ * one; the lock is still taken on its one connection so the same code path runs.
+ */
+export function pgliteLockSession(db: Database): LockSession {
+  return {
+    async tryLock() {
+      const [row] = await selectRows<{ locked: boolean }>(
+        db,
+        sql`select pg_try_advisory_lock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int) as locked`,
+      )
+      return row!.locked
+    },
+    async holdsLock() {
+      const [row] = await selectRows<{ held: boolean }>(db, sql.raw(holdsLockQuery('pg_backend_pid()')))
+      return row!.held
+    },
+    async close() {
+      await db.execute(sql`select pg_advisory_unlock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int)`).catch(() => {})
+    },
+  }
+}
+
+export interface LeaderElection {
+  /** Starts competing (at once, then every retry interval). */
+  start(): void
+  /** Stops competing and releases the lock if held. */
+  stop(): Promise<void>
+  isLeader(): boolean
+}
+
+export interface LeaderElectionOptions {
+  openSession: () => Promise<LockSession>
+  /** How often a follower tries to take the lock, and how often the leader checks it still holds it. */
+  retryMs: number
+  logger: Logger
+  /** Called when this node starts leading (catch-up runs from here). */
+  onLead?: () => void
+  /** Called when this node stops leading because its lock session was lost. */
+  onLoseLead?: () => void
+}
+
+/**
+ * Leadership through a session-level advisory lock: a follower tries `pg_try_advisory_lock` every
+ * `retryMs`; the leader checks every `retryMs` that its session is alive and still holds the
+ * lock, and stops leading the moment it does not (then competes again on a fresh session).
+ */
+export function leaderElection(options: LeaderElectionOptions): LeaderElection {
+  const { logger } = options
+  let session: LockSession | undefined
+  let leading = false
+  let stopped = true
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let checking: Promise<void> | undefined
+
+  async function dropSession() {
+    const closing = session
+    session = undefined
+    await closing?.close().catch(() => {})
+  }
+
+  async function check() {
+    if (stopped) return
+    try {
+      if (leading) {
+        if (!(await withTimeout(session!.holdsLock()))) throw new Error('the leader lock is no longer held by this session')
+        return
+      }
+      session ??= await options.openSession()
+      if (await withTimeout(session.tryLock())) {
+        if (stopped) return
+        leading = true
+        logger.info('this node now leads the scheduled jobs')
+        options.onLead?.()
+      }
+    } catch (error) {
+      if (leading) {
+        leading = false
+        logger.warn({ err: error }, 'lost the leader lock: this node stops running scheduled jobs')
+        options.onLoseLead?.()
+      } else {
+        logger.warn({ err: error }, 'could not try the leader lock; trying again')
+      }
+      await dropSession()
+    }
+  }
+
+  function schedule() {
+    if (stopped) return
+    timer = setTimeout(() => {
+      checking = check().finally(schedule)
+    }, options.retryMs)
+    timer.unref?.()
+  }
+
+  return {
+    start() {
+      if (!stopped) return
+      stopped = false
+      checking = check().finally(schedule)
+    },
+    async stop() {
+      stopped = true
+      clearTimeout(timer)
+      await checking?.catch(() => {})
+      if (leading) logger.info('released the leader lock')
+      leading = false
+      await dropSession()
+    },
+    isLeader: () => leading,
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from the database within ${STATEMENT_TIMEOUT_MS} ms`)), STATEMENT_TIMEOUT_MS)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}

@@ -1,0 +1,213 @@
+import { afterAll, afterEach, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { appReady, createApp, refreshAppSnapshot, stopApp } from '../app'
+import { loadConfig } from '../config'
+import { recrawlConditions } from '../modules/conditions/recrawl'
+import { createDemoSource } from '../modules/ingest/sources/demo'
+import { manualClock, testRedis } from '../../test/helpers/auth'
+import { freshDatabase, selectRows, testLogger } from '../../test/helpers/db'
+import { TEST_NOW } from '../../test/helpers/env'
+import { appDeps } from '../../test/helpers/server'
+import type { PriceChangeBatch } from './alerts'
+import { runsOf, startJobRun } from './runs'
+import { createScheduler, type Scheduler, type SchedulerDeps, type SchedulerOptions } from './scheduler'
+
+// The seeded catalog was synced at TEST_NOW (2026-11-20T12:00Z, a Friday). At 2026-11-21T07:30Z
+// (02:30 EST on Saturday) tier 3's 02:00 run (07:00Z) is due; tier 2's latest instant
+// (2026-11-20T08:00Z) came before the seed, and the demo marketplace has no tier 0 or 1 games.
+const DUE_AT = new Date('2026-11-21T07:30:00Z')
+
+const database = await freshDatabase('seeded')
+const redis = await testRedis()
+const clock = manualClock(DUE_AT)
+const config = { ...loadConfig({}), databaseUrl: database.url, leaderRetrySeconds: 1, conditionRecrawlPerMinute: 7 }
+const deps: SchedulerDeps = {
+  config,
+  db: database.db,
+  database,
+  redis,
+  source: createDemoSource({ scale: 'tiny', now: () => clock.now() }),
+  clock,
+  logger: testLogger,
+}
+
+// A real app on the same database and clock: its snapshot must follow the scheduled sync.
+const app = createApp(appDeps({ db: database.db, redis, logger: testLogger, clock }))
+await appReady(app)
+afterAll(() => stopApp(app))
+const readiness = async () => (await (await app.handle(new Request('http://localhost/ready'))).json()) as any
+
+const batches: PriceChangeBatch[] = []
+let snapshotRefreshes = 0
+const schedulers: Scheduler[] = []
+// Stopped after each test (a failed one included), before the database is dropped.
+afterEach(async () => {
+  for (const scheduler of schedulers.splice(0)) await scheduler.stop()
+})
+
+function scheduler(options: SchedulerOptions = {}) {
+  const created = createScheduler(deps, {
+    alertHook: async (batch) => void batches.push(batch),
+    refreshSnapshot: async () => {
+      snapshotRefreshes++
+      await refreshAppSnapshot(app)
+    },
+    ...options,
+  })
+  schedulers.push(created)
+  return created
+}
+
+async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`not true within ${timeoutMs} ms`)
+    await Bun.sleep(20)
+  }
+}
+
+const slugsOfTier = async (tier: number) =>
+  (await selectRows<{ slug: string }>(database.db, sql`select slug from games where priority = ${tier} order by slug`)).map((row) => row.slug)
+
+describe('scheduled syncs on the leader', () => {
+  test('a run missed while no node led runs once when a node starts leading, for the tiers whose instant passed', async () => {
+    const versionBefore = (await readiness()).snapshot.version
+    const node = scheduler()
+    node.start()
+    await until(() => node.isLeader())
+    await node.idle()
+
+    const [tier3] = await runsOf(database.db, 'sync-tier-3')
+    expect(await runsOf(database.db, 'sync-tier-3')).toHaveLength(1)
+    expect(tier3).toMatchObject({ outcome: 'succeeded', error: null })
+    expect(tier3!.scheduledFor.toISOString()).toBe('2026-11-21T07:00:00.000Z')
+    expect([...tier3!.games].sort()).toEqual(await slugsOfTier(3))
+    expect(tier3!.startedAt.getTime()).toBe(DUE_AT.getTime())
+    expect(tier3!.finishedAt!.getTime()).toBe(DUE_AT.getTime())
+    for (const job of ['sync-tier-2', 'sync-tier-1', 'sync-tier-0']) expect(await runsOf(database.db, job)).toEqual([])
+
+    // The games say so too: tier 3 synced now, tier 2 still at the seed.
+    const synced = await selectRows<{ priority: number; last: Date | string }>(
+      database.db,
+      sql`select priority, max(last_synced_at) as last from games group by priority order by priority`,
+    )
+    expect(synced.map((row) => [row.priority, new Date(row.last).toISOString()])).toEqual([
+      [2, TEST_NOW.toISOString()],
+      [3, DUE_AT.toISOString()],
+    ])
+    const setsBehind = await selectRows<{ n: number }>(
+      database.db,
+      sql`select count(*)::int as n from sets s join games g on g.id = s.game_id where g.priority = 3 and s.last_synced_at <> ${DUE_AT.toISOString()}::timestamptz`,
+    )
+    expect(setsBehind[0]!.n).toBe(0)
+
+    // The alert hook got the run's changed prices, and they are the prices now stored.
+    expect(batches).toHaveLength(1)
+    const [batch] = batches
+    expect(batch).toMatchObject({ job: 'sync-tier-3', runId: tier3!.id })
+    expect(batch!.changes.length).toBeGreaterThan(0)
+    expect(tier3!.rowsChanged).toBe(batch!.changes.length)
+    const stored = await selectRows<{ card_id: number; printing: string; market_price: number }>(
+      database.db,
+      sql`select cp.card_id, cp.printing, cp.market_price from card_prices cp join cards c on c.id = cp.card_id join games g on g.id = c.game_id where g.priority = 3`,
+    )
+    const storedPrice = new Map(stored.map((row) => [`${row.card_id}:${row.printing}`, Number(row.market_price)]))
+    for (const change of batch!.changes) {
+      expect(storedPrice.get(`${change.cardId}:${change.printing}`)).toBe(change.newPrice)
+      expect(change.previousPrice).not.toBe(change.newPrice)
+    }
+
+    // This node's snapshot was rebuilt at once (no change message or poll needed).
+    expect(snapshotRefreshes).toBe(1)
+    expect((await readiness()).snapshot.version).not.toBe(versionBefore)
+  }, 60_000)
+
+  test('a node that leads next (after a restart or a takeover) finds nothing due and runs nothing again', async () => {
+    const next = scheduler()
+    next.start()
+    await until(() => next.isLeader())
+    await next.idle()
+    expect(await runsOf(database.db, 'sync-tier-3')).toHaveLength(1)
+    expect(batches).toHaveLength(1)
+  }, 30_000)
+
+  test('a run left unfinished by a node that died is marked failed at the next lead, and its games are synced', async () => {
+    // As if a leader died mid-way through the tier 2 run due at 2026-11-21T08:00Z.
+    clock.set('2026-11-21T08:30:00Z')
+    const crashedId = await startJobRun(database.db, {
+      job: 'sync-tier-2',
+      scheduledFor: new Date('2026-11-21T08:00:00Z'),
+      games: await slugsOfTier(2),
+      now: new Date('2026-11-21T08:00:01Z'),
+    })
+    const node = scheduler()
+    node.start()
+    await until(() => node.isLeader())
+    await node.idle()
+    const runs = await runsOf(database.db, 'sync-tier-2')
+    expect(runs.map((run) => [run.id, run.outcome])).toEqual([
+      [crashedId, 'failed'],
+      [runs[1]!.id, 'succeeded'],
+    ])
+    expect(runs[0]!.error).toContain('interrupted')
+    expect(runs[1]!.scheduledFor.toISOString()).toBe('2026-11-21T08:00:00.000Z')
+    expect([...runs[1]!.games].sort()).toEqual(await slugsOfTier(2))
+    const [behind] = await selectRows<{ n: number }>(
+      database.db,
+      sql`select count(*)::int as n from games where priority = 2 and last_synced_at < '2026-11-21T08:00:00Z'::timestamptz`,
+    )
+    expect(behind!.n).toBe(0)
+    expect(batches.map((batch) => batch.job)).toEqual(['sync-tier-3', 'sync-tier-2'])
+  }, 60_000)
+
+  test('a cron tick runs the job on the leader, once per scheduled instant', async () => {
+    // Tier 3 fires every second here; the clock stands at 09:00:00Z, so every tick names that one instant.
+    clock.set('2026-11-21T09:00:00Z')
+    const before = (await runsOf(database.db, 'sync-tier-3')).length
+    const node = scheduler({ patterns: { 'sync-tier-3': '* * * * * *' } })
+    node.start()
+    await until(() => node.isLeader())
+    await until(async () => (await runsOf(database.db, 'sync-tier-3')).length > before)
+    await Bun.sleep(2_500) // two more ticks
+    await node.idle()
+    const runs = await runsOf(database.db, 'sync-tier-3')
+    expect(runs).toHaveLength(before + 1)
+    expect(runs.at(-1)!.scheduledFor.toISOString()).toBe('2026-11-21T09:00:00.000Z')
+    expect(runs.at(-1)!.outcome).toBe('succeeded')
+  }, 30_000)
+
+  test('the condition re-crawl runs on the leader at the configured rate, and each run is recorded', async () => {
+    clock.set('2026-11-21T10:00:00Z')
+    const limits: number[] = []
+    const node = scheduler({
+      patterns: { 'condition-recrawl': '* * * * * *' },
+      // The real re-crawl, its requests spread over 300 ms instead of a minute.
+      recrawl: (recrawlDeps, options) => {
+        limits.push(options.limit)
+        return recrawlConditions(recrawlDeps, { ...options, windowMs: 300 })
+      },
+    })
+    node.start()
+    await until(async () => (await runsOf(database.db, 'condition-recrawl')).some((run) => run.outcome !== 'running'))
+    await node.stop()
+    expect(limits[0]).toBe(config.conditionRecrawlPerMinute)
+    const [first] = await runsOf(database.db, 'condition-recrawl')
+    expect(first).toMatchObject({ outcome: 'succeeded', error: null })
+    const [refreshed] = await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from condition_refreshes`)
+    expect(refreshed!.n).toBeGreaterThan(0)
+    expect(first!.rowsChanged).toBeGreaterThan(0)
+    expect(first!.rowsChanged).toBeLessThanOrEqual(config.conditionRecrawlPerMinute)
+  }, 30_000)
+
+  test('JOBS_ENABLED=false: the node never leads and runs nothing', async () => {
+    clock.set('2026-11-22T09:00:00Z') // tier 3 and 2 are due again
+    const node = createScheduler({ ...deps, config: { ...config, jobsEnabled: false } }, { alertHook: async (batch) => void batches.push(batch) })
+    schedulers.push(node)
+    node.start()
+    await Bun.sleep(2_500)
+    expect(node.isLeader()).toBe(false)
+    await node.idle()
+    const [pending] = await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from job_runs where scheduled_for >= '2026-11-22T00:00:00Z'`)
+    expect(pending!.n).toBe(0)
+  }, 30_000)
+})

@@ -1,0 +1,72 @@
+import type { Deps } from '../deps'
+import { type SyncDeps, type SyncOptions, type SyncSummary, syncGames } from '../modules/ingest/service'
+import { publishSnapshotChanged } from '../modules/snapshot/store'
+import type { AlertHook, PriceChange } from './alerts'
+import { finishJobRun, startJobRun } from './runs'
+
+export interface SyncJobDeps extends SyncDeps, Pick<Deps, 'redis'> {
+  alertHook: AlertHook
+  /** Rebuilds this process's own price snapshot (a server's; the CLI has none). */
+  refreshSnapshot?: () => Promise<unknown>
+}
+
+export interface SyncJobRequest {
+  /** `sync-tier-3`, …, or `manual-sync`. */
+  job: string
+  /** The schedule instant the run stands for (its start when run by hand). */
+  scheduledFor: Date
+  /** The games to sync; every game when absent. */
+  gameSlugs?: string[]
+  /** How the games are synced: `syncGames`, or a wrapper of it that shows progress. */
+  sync?: (deps: SyncDeps, options: Pick<SyncOptions, 'gameSlugs'>) => Promise<SyncSummary>
+}
+
+export interface SyncJobResult {
+  runId: number
+  summary: SyncSummary
+  changes: PriceChange[]
+}
+
+/**
+ * One recorded sync: a `job_runs` row from start to end, then (when any game synced) the new
+ * prices go out: this node's snapshot is rebuilt at once, every other node is told through Redis,
+ * and the changed prices go to the alert hook. The sync itself is per game transactional and
+ * idempotent, so a run killed mid-way leaves the previous data and the next run completes it.
+ */
+export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Promise<SyncJobResult> {
+  const { db, clock, logger } = deps
+  const runId = await startJobRun(db, { job: request.job, scheduledFor: request.scheduledFor, games: request.gameSlugs ?? [], now: clock.now() })
+  let summary: SyncSummary
+  try {
+    summary = await (request.sync ?? syncGames)(deps, { gameSlugs: request.gameSlugs })
+  } catch (error) {
+    await finishJobRun(db, runId, { outcome: 'failed', error: error instanceof Error ? error.message : String(error), now: clock.now() })
+    throw error
+  }
+  const { changes } = summary
+  const failed = summary.games.filter((game) => game.status === 'failed')
+  await finishJobRun(db, runId, {
+    outcome: failed.length > 0 ? 'failed' : 'succeeded',
+    games: summary.games.map((game) => game.slug),
+    rowsChanged: changes.length,
+    error: failed.length > 0 ? failed.map((game) => `${game.slug}: ${game.error}`).join('; ') : undefined,
+    now: clock.now(),
+  })
+  logger.info(
+    { job: request.job, runId, games: summary.games.length, failed: failed.length, changes: changes.length },
+    failed.length > 0 ? 'sync run finished with failed games (their previous data is kept)' : 'sync run succeeded',
+  )
+  if (failed.length < summary.games.length) {
+    if (deps.refreshSnapshot) {
+      await deps.refreshSnapshot().catch((error) => logger.error({ err: error }, 'rebuilding the price snapshot after a sync failed'))
+    }
+    await publishSnapshotChanged(deps.redis, logger)
+    try {
+      await deps.alertHook({ job: request.job, runId, changes })
+    } catch (error) {
+      logger.error({ err: error, job: request.job, runId }, 'price alert evaluation failed; the synced prices stand')
+    }
+  }
+  return { runId, summary, changes }
+}
+

@@ -1,0 +1,101 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { LEADER_LOCK } from '../../src/jobs/leader'
+import { testRedisPrefix } from '../helpers/auth'
+import { freshDatabase, selectRows } from '../helpers/db'
+import { TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env'
+import { type Listening, spawnUntilListening } from '../helpers/process'
+
+// Two real server processes on one PostgreSQL database. Embedded mode cannot have two nodes (one
+// process owns the data directory), so this runs on PostgreSQL only.
+describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', async () => {
+  // Registered before the database's own clean-up, so the servers are gone before it is dropped.
+  const nodes: Listening[] = []
+  afterAll(async () => {
+    for (const node of nodes) {
+      node.child.kill('SIGKILL')
+      await node.child.exited
+    }
+  })
+  const database = await freshDatabase('seeded')
+  // Every game last synced eight days ago, whatever today is: each tier's latest run was missed.
+  await database.db.execute(sql`update games set last_synced_at = now() - interval '8 days'`)
+  const env = {
+    PATH: process.env.PATH ?? '',
+    DATABASE_URL: database.url,
+    ...(TEST_REDIS_URL && { REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: testRedisPrefix() }),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DEMO_SCALE: 'tiny',
+    LEADER_RETRY_SECONDS: '1',
+    LOG_LEVEL: 'warn',
+  }
+
+  const leads = async (node: Listening) => {
+    const response = await fetch(`${node.url}/ready`)
+    return ((await response.json()) as any).jobs.leader as boolean
+  }
+  const runs = () =>
+    selectRows<{ job: string; outcome: string; n: number }>(
+      database.db,
+      sql`select job, outcome, count(*)::int as n from job_runs group by job, outcome order by job, outcome`,
+    )
+  async function until(condition: () => Promise<boolean>, timeoutMs: number): Promise<number> {
+    const started = Date.now()
+    while (!(await condition())) {
+      if (Date.now() - started > timeoutMs) throw new Error(`not true within ${timeoutMs} ms`)
+      await Bun.sleep(100)
+    }
+    return Date.now() - started
+  }
+  // `listening` is logged at info; the servers run at warn otherwise.
+  const start = () => spawnUntilListening(['src/index.ts'], { ...env, LOG_LEVEL: 'info' }).then((node) => (nodes.push(node), node))
+
+  test('exactly one leads; the missed syncs run once, not again when the second node starts', async () => {
+    const [a, b] = [await start(), await start()]
+    await until(async () => (await leads(a)) || (await leads(b)), 10_000)
+    // Settle past a few retry intervals: still exactly one.
+    await Bun.sleep(2_500)
+    expect([await leads(a), await leads(b)].filter(Boolean)).toHaveLength(1)
+    await until(async () => {
+      const rows = await runs()
+      return rows.length >= 2 && rows.every((row) => row.outcome !== 'running')
+    }, 60_000)
+    await Bun.sleep(1_500)
+    // The demo marketplace has games in tiers 3 and 2 only.
+    expect(await runs()).toEqual([
+      { job: 'sync-tier-2', outcome: 'succeeded', n: 1 },
+      { job: 'sync-tier-3', outcome: 'succeeded', n: 1 },
+    ])
+    const [behind] = await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from games where last_synced_at < now() - interval '1 hour'`)
+    expect(behind!.n).toBe(0)
+    const ready = (await (await fetch(`${a.url}/ready`)).json()) as any
+    expect(Date.parse(ready.jobs.last_sync.tier_3)).toBeGreaterThan(Date.now() - 120_000)
+  }, 90_000)
+
+  test('kill -9 the leader: the other node leads within 30 s and runs nothing twice', async () => {
+    const leader = (await leads(nodes[0]!)) ? nodes[0]! : nodes[1]!
+    const follower = leader === nodes[0] ? nodes[1]! : nodes[0]!
+    expect(await leads(follower)).toBe(false)
+    leader.child.kill('SIGKILL')
+    await leader.child.exited
+    const waited = await until(() => leads(follower), 30_000)
+    // PostgreSQL ends the dead node's session and its lock at once; the follower retries every second.
+    expect(waited).toBeLessThan(30_000)
+    console.error(`[leader] takeover after kill -9: ${waited} ms`)
+    await Bun.sleep(2_000)
+    expect(await runs()).toEqual([
+      { job: 'sync-tier-2', outcome: 'succeeded', n: 1 },
+      { job: 'sync-tier-3', outcome: 'succeeded', n: 1 },
+    ])
+
+    // A graceful stop releases the lock (with its session): nobody holds it afterwards.
+    follower.child.kill('SIGTERM')
+    expect(await follower.child.exited).toBe(0)
+    const [held] = await selectRows<{ n: number }>(
+      database.db,
+      sql`select count(*)::int as n from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database()) and classid = ${LEADER_LOCK.classId} and objid = ${LEADER_LOCK.objectId}`,
+    )
+    expect(held!.n).toBe(0)
+  }, 60_000)
+})

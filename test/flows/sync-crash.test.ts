@@ -1,0 +1,122 @@
+import { describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { syncGames } from '../../src/modules/ingest/service'
+import { createDemoSource } from '../../src/modules/ingest/sources/demo'
+import { addDays, utcDate } from '../../src/shared/clock'
+import { freshDatabase, selectRows, testLogger } from '../helpers/db'
+import { TEST_DATABASE_URL } from '../helpers/env'
+import { ROOT } from '../helpers/process'
+
+/**
+ * `bun src/cli.ts sync` killed with SIGKILL mid-way: every game is one transaction, so the games
+ * it finished keep their new prices, the game it was in keeps its previous data whole, and the
+ * next run completes the day. The CLI reads the system clock, so the catalog is seeded the day
+ * before with a fixed clock and the sync really moves prices.
+ */
+describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
+  const database = await freshDatabase('empty')
+  const { db } = database
+  const today = utcDate(new Date())
+  const yesterday = addDays(today, -1)
+  const seededAt = new Date(`${yesterday}T12:00:00.000Z`)
+  const SCALE = 'small'
+
+  await syncGames({ db, source: createDemoSource({ scale: SCALE, now: () => seededAt }), clock: { now: () => seededAt }, logger: testLogger })
+
+  type PriceState = { game_id: number; card_id: number; printing: string; market_price: number; as_of: string; updated: string; change_24h: number | null }
+  const prices = () =>
+    selectRows<PriceState>(
+      db,
+      sql`select c.game_id, cp.card_id, cp.printing, cp.market_price, cp.market_price_as_of::text as as_of,
+                 cp.last_updated_at::text as updated, cp.price_change_24h as change_24h
+          from card_prices cp join cards c on c.id = cp.card_id order by cp.card_id, cp.printing`,
+    )
+  const todaysHistory = async () =>
+    new Map(
+      (
+        await selectRows<{ game_id: number; n: number }>(
+          db,
+          sql`select c.game_id, count(*)::int as n from price_history h join cards c on c.id = h.card_id
+              where h.date = ${today}::date group by c.game_id`,
+        )
+      ).map((row) => [row.game_id, row.n]),
+    )
+  const runs = () =>
+    selectRows<{ game_id: number; status: string }>(db, sql`select game_id, status from sync_runs where price_date = ${today} order by id`)
+  const byGame = (rows: PriceState[], gameId: number) => rows.filter((row) => row.game_id === gameId)
+
+  const cli = () =>
+    Bun.spawn([process.execPath, 'src/cli.ts', 'sync'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: database.url!, DEMO_SCALE: SCALE, LOG_LEVEL: 'warn' },
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
+
+  const before = await prices()
+  const gameIds = [...new Set(before.map((row) => row.game_id))]
+
+  test('the killed run leaves finished games updated and the game in progress as it was', async () => {
+    expect(before.length).toBeGreaterThan(1000)
+    expect((await todaysHistory()).size).toBe(0)
+
+    const child = cli()
+    // Kill once a few games have committed: sync_runs says which finished and which one is running.
+    const deadline = Date.now() + 60_000
+    let finished = 0
+    while (finished < 3 && Date.now() < deadline && child.exitCode === null) {
+      await Bun.sleep(10)
+      finished = (await runs()).filter((run) => run.status === 'succeeded').length
+    }
+    expect(child.exitCode).toBeNull()
+    child.kill('SIGKILL')
+    await child.exited
+    expect(child.signalCode).toBe('SIGKILL')
+
+    const afterKill = await runs()
+    const succeeded = afterKill.filter((run) => run.status === 'succeeded').map((run) => run.game_id)
+    const running = afterKill.filter((run) => run.status === 'running').map((run) => run.game_id)
+    expect(succeeded.length).toBeGreaterThanOrEqual(3)
+    expect(succeeded.length).toBeLessThan(gameIds.length)
+    // The game in progress when the process died: its run row was committed before its transaction.
+    expect(running).toHaveLength(1)
+
+    const after = await prices()
+    const history = await todaysHistory()
+    for (const gameId of succeeded) {
+      const moved = byGame(after, gameId)
+      expect(moved.length).toBeGreaterThanOrEqual(byGame(before, gameId).length)
+      expect(moved.filter((row) => row.as_of === today).length).toBeGreaterThan(moved.length * 0.9)
+      expect(moved.some((row) => row.change_24h !== null && row.change_24h !== 0)).toBe(true)
+      expect(history.get(gameId)).toBe(moved.length)
+    }
+    for (const gameId of gameIds.filter((id) => !succeeded.includes(id))) {
+      expect(byGame(after, gameId)).toEqual(byGame(before, gameId))
+      expect(history.get(gameId)).toBeUndefined()
+    }
+  }, 90_000)
+
+  test('the next run completes the day and leaves the finished games as the first run wrote them', async () => {
+    const afterKill = await prices()
+    const finishedFirst = new Set((await runs()).filter((run) => run.status === 'succeeded').map((run) => run.game_id))
+
+    const child = cli()
+    const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()])
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' })
+
+    const after = await prices()
+    const history = await todaysHistory()
+    for (const gameId of gameIds) {
+      const rows = byGame(after, gameId)
+      expect(rows.filter((row) => row.as_of === today).length).toBeGreaterThan(rows.length * 0.9)
+      expect(history.get(gameId)).toBe(rows.length)
+      // A re-run of the same day touches no row whose values it already wrote.
+      if (finishedFirst.has(gameId)) expect(rows).toEqual(byGame(afterKill, gameId))
+    }
+    const [duplicates] = await selectRows<{ n: number }>(
+      db,
+      sql`select count(*)::int as n from (select 1 from price_history group by card_id, printing, date having count(*) > 1) d`,
+    )
+    expect(duplicates!.n).toBe(0)
+  }, 120_000)
+})
