@@ -17,9 +17,9 @@ const STATEMENT_TIMEOUT_MS = 5_000
  * when its session ends, so a leader that dies (or loses its connection) never keeps the lock.
  */
 export interface LockSession {
-  /** Takes the lock if nobody holds it; true when this session holds it now. */
+  /** Takes the lock if nobody holds it; true when it is held through this lock session now. */
   tryLock(): Promise<boolean>
-  /** Whether this session still holds the lock: false once its connection was lost (a reconnect is a new session). */
+  /** Whether the lock is still held through this lock session: false once its connection was lost (a reconnect is a new session). */
   holdsLock(): Promise<boolean>
   /** Ends the session, which releases the lock. */
   close(): Promise<void>
@@ -140,7 +140,7 @@ export function leaderElection(options: LeaderElectionOptions): LeaderElection {
     if (stopped) return
     try {
       if (leading) {
-        if (!(await withTimeout(session!.holdsLock()))) throw new Error('the leader lock is no longer held by this session')
+        if (!(await withTimeout(session!.holdsLock()))) throw new Error('the leader lock is no longer held through this lock session')
         return
       }
       session ??= await options.openSession()
