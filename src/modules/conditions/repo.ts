@@ -1,7 +1,13 @@
 import { asc, eq, inArray, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
+import { preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, conditionPrices, conditionRefreshes, games } from '../../db/schema'
 import type { ConditionAggregate } from './aggregate'
+
+export interface RefreshRecord {
+  refreshedAt: Date
+  conditionCounts: Record<string, number>
+}
 
 /** What a condition read needs of a card: its marketplace id, its game kind (printing order) and printings. */
 export interface ConditionCard {
@@ -11,10 +17,14 @@ export interface ConditionCard {
   kind: string
   /** The card's printings (its card_prices rows), in byte order. */
   printings: string[]
+  /** When its condition rows were last refreshed; undefined when never. */
+  refresh: RefreshRecord | undefined
 }
 
-export async function findConditionCard(db: Executor, cardId: number): Promise<ConditionCard | undefined> {
-  const [row] = await db
+// The cached read is two prepared statements (the card with its refresh, then its rows): unprepared,
+// each costs postgres.js two round trips and PostgreSQL a parse and a plan (see db/prepared.ts).
+const conditionCard = preparedQuery((db) =>
+  db
     .select({
       id: cards.id,
       name: cards.name,
@@ -24,30 +34,49 @@ export async function findConditionCard(db: Executor, cardId: number): Promise<C
         select array_agg(${cardPrices.printing} order by ${cardPrices.printing} collate "C")
         from ${cardPrices} where ${cardPrices.cardId} = ${cards.id}
       ), '{}')`,
+      refreshedAt: conditionRefreshes.refreshedAt,
+      conditionCounts: conditionRefreshes.conditionCounts,
     })
     .from(cards)
     .innerJoin(games, eq(games.id, cards.gameId))
-    .where(eq(cards.id, cardId))
-  return row
+    .leftJoin(conditionRefreshes, eq(conditionRefreshes.cardId, cards.id))
+    .where(eq(cards.id, sql.placeholder('cardId')))
+    .prepare('condition_card'),
+)
+
+export async function findConditionCard(db: Database, cardId: number): Promise<ConditionCard | undefined> {
+  const [row] = await conditionCard(db).execute({ cardId })
+  if (!row) return undefined
+  const { refreshedAt, conditionCounts, ...card } = row
+  return { ...card, refresh: refreshedAt && conditionCounts ? { refreshedAt, conditionCounts } : undefined }
 }
 
-export interface RefreshRecord {
-  refreshedAt: Date
-  conditionCounts: Record<string, number>
-}
-
-/** When the card's condition rows were last refreshed; undefined when never. */
-export async function findRefresh(db: Executor, cardId: number): Promise<RefreshRecord | undefined> {
-  const [row] = await db
+const refreshOfCard = preparedQuery((db) =>
+  db
     .select({ refreshedAt: conditionRefreshes.refreshedAt, conditionCounts: conditionRefreshes.conditionCounts })
     .from(conditionRefreshes)
-    .where(eq(conditionRefreshes.cardId, cardId))
+    .where(eq(conditionRefreshes.cardId, sql.placeholder('cardId')))
+    .prepare('condition_refresh_of_card'),
+)
+
+/** When the card's condition rows were last refreshed; undefined when never. */
+export async function findRefresh(db: Database, cardId: number): Promise<RefreshRecord | undefined> {
+  const [row] = await refreshOfCard(db).execute({ cardId })
   return row
 }
 
 export type ConditionRecord = typeof conditionPrices.$inferSelect
 
-/** The cached rows of some cards (unordered: the service orders them by the card's printings). */
+const rowsOfCard = preparedQuery((db) =>
+  db.select().from(conditionPrices).where(eq(conditionPrices.cardId, sql.placeholder('cardId'))).prepare('condition_rows_of_card'),
+)
+
+/** One card's cached rows (unordered: the service orders them by the card's printings). */
+export async function findCardConditionRows(db: Database, cardId: number): Promise<ConditionRecord[]> {
+  return rowsOfCard(db).execute({ cardId })
+}
+
+/** The cached rows of some cards (unordered). */
 export async function findConditionRows(db: Executor, cardIds: number[]): Promise<ConditionRecord[]> {
   if (cardIds.length === 0) return []
   return db.select().from(conditionPrices).where(inArray(conditionPrices.cardId, cardIds))

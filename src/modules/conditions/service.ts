@@ -182,7 +182,7 @@ export function conditionService(deps: ConditionDeps): ConditionService {
   }
 
   async function rowsOf(card: repo.ConditionCard, printing: string | undefined): Promise<ConditionPriceRow[]> {
-    const records = await repo.findConditionRows(deps.db, [card.id])
+    const records = await repo.findCardConditionRows(deps.db, card.id)
     return records
       .filter((record) => printing === undefined || record.printing === printing)
       .sort(rowOrder(card.kind))
@@ -228,7 +228,7 @@ export function conditionService(deps: ConditionDeps): ConditionService {
       checkPrinting(card, printing)
       const staleBefore = new Date(now.getTime() - FRESH_FOR_MS)
       for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
-        const refresh = await repo.findRefresh(deps.db, card.id)
+        const refresh = round === 0 ? card.refresh : await repo.findRefresh(deps.db, card.id)
         if (refresh && isFresh(refresh.refreshedAt, now)) {
           return { data: await rowsOf(card, printing), meta: { cached: true, as_of: refresh.refreshedAt.toISOString(), stale: false } }
         }
