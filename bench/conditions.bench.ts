@@ -30,13 +30,12 @@
  * jobs are off in the service (`JOBS_ENABLED=false`): the condition re-crawl would otherwise
  * refresh the chosen cards behind the run's back.
  */
-import { readdirSync, readFileSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
 import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { type Listening, spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, prepareBenchDatabase } from './database'
+import { benchAccounts, machineCpuSeconds, postgresCpuSeconds, prepareBenchDatabase, processCpuSeconds } from './database'
 
 const DATABASE_URL = process.env.BENCH_MEDIUM_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_medium'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -56,7 +55,6 @@ if (CACHED_REQUESTS + CACHED_WARMUP > TIER_POLICY.business.dailyQuota) throw new
 /** DESIGN section 6. */
 const LIVE_P99_MS = 300
 const CACHED_P99_MS = 20
-const TICKS_PER_SECOND = 100
 
 /** `BENCH_ONLY=demo`, `http` or `cached` runs only that scenario. */
 const ONLY = process.env.BENCH_ONLY
@@ -99,43 +97,6 @@ async function liveKeys(count: number): Promise<string[]> {
   return Array.from({ length: count }, (_, i) => keys[Math.floor(i / LIVE_PER_ACCOUNT)]!)
 }
 
-// ---------------------------------------------------------------------------------------------
-// CPU accounting, from /proc
-
-/** user + system CPU seconds of one process so far. */
-function processCpu(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(after[11]) + Number(after[12])) / TICKS_PER_SECOND
-  } catch {
-    return Number.NaN
-  }
-}
-
-/** CPU seconds so far of every PostgreSQL process. */
-function postgresCpu(): number {
-  let total = 0
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      if (!stat.includes('(postgres)')) continue
-      const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      total += (Number(after[11]) + Number(after[12])) / TICKS_PER_SECOND
-    } catch {
-      // The process ended meanwhile.
-    }
-  }
-  return total
-}
-
-/** The machine's busy CPU seconds (all but idle and iowait) and stolen seconds, from /proc/stat. */
-function machineCpu(): { busy: number; steal: number } {
-  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
-  return { busy: fields.reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / TICKS_PER_SECOND, steal: (fields[7] ?? 0) / TICKS_PER_SECOND }
-}
-
 interface CpuSample {
   service: number
   marketplace: number
@@ -147,11 +108,11 @@ interface CpuSample {
 function sampleCpu(service: number, marketplace?: number): CpuSample {
   const usage = process.cpuUsage()
   return {
-    service: processCpu(service),
-    marketplace: marketplace === undefined ? 0 : processCpu(marketplace),
-    postgres: postgresCpu(),
+    service: processCpuSeconds(service),
+    marketplace: marketplace === undefined ? 0 : processCpuSeconds(marketplace),
+    postgres: postgresCpuSeconds(),
     client: (usage.user + usage.system) / 1e6,
-    machine: machineCpu(),
+    machine: machineCpuSeconds(),
   }
 }
 

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import autocannon from 'autocannon'
 import { like } from 'drizzle-orm'
 import Redis from 'ioredis'
@@ -134,4 +134,48 @@ export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPr
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
   })
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting, from /proc (DESIGN section 6 judges ratios on CPU time per request)
+
+const TICKS_PER_SECOND = 100
+
+/** user + system CPU seconds so far of one process's /proc/<pid>/stat line. */
+function statCpuSeconds(stat: string): number {
+  const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(after[11]) + Number(after[12])) / TICKS_PER_SECOND
+}
+
+/** user + system CPU seconds of one process so far; NaN once it has ended. */
+export function processCpuSeconds(pid: number): number {
+  try {
+    return statCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** CPU seconds so far of every PostgreSQL process on the machine. */
+export function postgresCpuSeconds(): number {
+  let total = 0
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      if (stat.includes('(postgres)')) total += statCpuSeconds(stat)
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return total
+}
+
+/** The machine's busy CPU seconds (all but idle and iowait) and stolen seconds so far, from /proc/stat. */
+export function machineCpuSeconds(): { busy: number; steal: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
+  return {
+    busy: fields.reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / TICKS_PER_SECOND,
+    steal: (fields[7] ?? 0) / TICKS_PER_SECOND,
+  }
 }

@@ -10,7 +10,7 @@
  * the time is the sync's whole cost, generating the demo marketplace's data included. Peak RSS is
  * the kernel's high-water mark (VmHWM), reset before each phase. Exits 1 if a budget fails.
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
 import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
@@ -22,6 +22,7 @@ import { loadSnapshotSource } from '../src/modules/snapshot/repo'
 import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
 import { addDays, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
+import { machineCpuSeconds, postgresCpuSeconds } from './database'
 
 const DATABASE_URL = process.env.BENCH_SYNC_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_sync'
 const SCALE = 'large'
@@ -51,27 +52,10 @@ function resetPeak(): void {
   }
 }
 
-const TICKS_PER_SECOND = 100
-
 /** CPU seconds so far: the whole machine's busy time, this process's, and every PostgreSQL process's. */
 function cpuSeconds(): { machine: number; self: number; postgres: number } {
-  const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number)
-  // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
-  const machine = fields.slice(0, 8).reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / TICKS_PER_SECOND
   const usage = process.cpuUsage()
-  let postgres = 0
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      if (!stat.includes('(postgres)')) continue
-      const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      postgres += (Number(after[11]) + Number(after[12])) / TICKS_PER_SECOND
-    } catch {
-      // The process ended meanwhile.
-    }
-  }
-  return { machine, self: (usage.user + usage.system) / 1e6, postgres }
+  return { machine: machineCpuSeconds().busy, self: (usage.user + usage.system) / 1e6, postgres: postgresCpuSeconds() }
 }
 
 interface Phase<T> {
