@@ -16,12 +16,16 @@ import { snapshotStore } from './modules/snapshot/store'
 import { registerFormats } from './shared/formats'
 import { errorHandler, lastResortErrorResponse } from './shared/http'
 import { requestRules } from './shared/request-rules'
+import { webhookRoutes } from './modules/webhooks/routes'
+import { NO_WEBHOOK_SETTINGS, type WebhookSettings } from './modules/webhooks/settings'
 
 export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock' | 'source'> & {
   config: Pick<Deps['config'], 'cookieSecure' | 'maxBodyBytes' | 'requestTimeoutSeconds' | 'marketplaceTimeoutMs'>
 } & Pick<AuthDeps, 'keyCache'> & {
   /** Whether this node leads the scheduled jobs (`/ready` says so); absent where no scheduler runs. */
   isLeader?: () => boolean
+  /** The secret box and target policy of webhook management (default: no key, public targets only). */
+  webhooks?: WebhookSettings
 }
 
 /**
@@ -68,6 +72,7 @@ export function createApp(deps: AppDeps) {
     .use(pricesRoutes(auth, snapshots))
     .use(bulkRoutes(auth, deps.logger))
     .use(conditionRoutes(auth, conditionService(deps)))
+    .use(webhookRoutes(auth, deps.webhooks ?? NO_WEBHOOK_SETTINGS))
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined

@@ -5,7 +5,6 @@ import { publishAuthEvent } from './modules/auth/key-directory'
 import { createKey } from './modules/auth/keys'
 import { isTier, type Tier, TIERS } from './modules/auth/tiers'
 import { createDeps } from './deps'
-import { loggingAlertHook } from './jobs/alerts'
 import { formatJobStatuses, jobStatuses } from './jobs/report'
 import { MANUAL_SYNC_JOB } from './jobs/runs'
 import { runSyncJob } from './jobs/sync-job'
@@ -13,6 +12,7 @@ import { seedCatalog, syncCatalog } from './modules/ingest/seed'
 import { publishSnapshotChanged } from './modules/snapshot/store'
 import { isCatalogEmpty, wipeCatalog } from './modules/ingest/service'
 import { createDemoSource, DEMO_SCALES, type DemoScale } from './modules/ingest/sources/demo'
+import { webhookAlertHook } from './modules/webhooks/alerts'
 
 const USAGE = `Usage: bun src/cli.ts <command> [options]
 
@@ -100,7 +100,8 @@ async function main(argv: string[]) {
     }
     if (command === 'sync') {
       const { summary } = await runSyncJob(
-        { ...deps, alertHook: loggingAlertHook(deps.logger) },
+        // Alerts go to the outbox; the leading server's delivery worker sends them at its next poll.
+        { ...deps, alertHook: webhookAlertHook(deps) },
         { job: MANUAL_SYNC_JOB, scheduledFor: deps.clock.now(), gameSlugs: values.game, sync: syncCatalog },
       )
       return summary.failed > 0 ? 1 : 0

@@ -20,6 +20,8 @@ describe('loadConfig', () => {
       jobsEnabled: true,
       leaderRetrySeconds: 5,
       conditionRecrawlPerMinute: 120,
+      webhookSecretKey: undefined,
+      webhookAllowPrivateTargets: false,
       logLevel: 'info',
       demoScale: 'small',
     })
@@ -43,11 +45,28 @@ describe('loadConfig', () => {
       JOBS_ENABLED: 'false',
       LEADER_RETRY_SECONDS: '2',
       CONDITION_RECRAWL_PER_MINUTE: '0',
+      WEBHOOK_SECRET_KEY: 'q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=',
+      WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     })
     expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', databaseUrl: 'postgres://u@db:5432/tcg', redisUrl: 'redis://cache:6379', logLevel: 'debug', demoScale: 'large' })
     expect(config).toMatchObject({ maxBodyBytes: 2_097_152, requestTimeoutSeconds: 30, databaseConnectTimeoutSeconds: 2, databaseStatementTimeoutSeconds: 15 })
     expect(config).toMatchObject({ marketplaceUrl: 'https://marketplace.example/api', marketplaceTimeoutMs: 500, jobsEnabled: false, leaderRetrySeconds: 2, conditionRecrawlPerMinute: 0 })
+    expect(config).toMatchObject({ webhookSecretKey: 'q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=', webhookAllowPrivateTargets: true })
     expect(Object.isFrozen(config)).toBe(true)
+  })
+
+  test('a malformed WEBHOOK_SECRET_KEY stops the start, and the message never shows it', () => {
+    for (const key of ['too-short', 'q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq8==', `${'A'.repeat(43)}=x`]) {
+      let message = ''
+      try {
+        loadConfig({ WEBHOOK_SECRET_KEY: key })
+      } catch (caught) {
+        expect(caught).toBeInstanceOf(ConfigError)
+        message = (caught as Error).message
+      }
+      expect(message).toContain(`WEBHOOK_SECRET_KEY=(${key.length} characters, not shown): must be 32 random bytes in base64`)
+      expect(message).not.toContain(key)
+    }
   })
 
   test('reports every bad variable at once', () => {

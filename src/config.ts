@@ -29,6 +29,15 @@ const Env = Type.Object({
   JOBS_ENABLED: Type.Boolean({ default: true }),
   LEADER_RETRY_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 5 }),
   CONDITION_RECRAWL_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 60_000, default: 120 }),
+  WEBHOOK_SECRET_KEY: Type.Optional(
+    Type.String({
+      // 32 bytes in base64 are 44 characters ending in one '='.
+      pattern: '^[A-Za-z0-9+/]{43}=$',
+      secret: true,
+      expected: 'must be 32 random bytes in base64 (44 characters), as `openssl rand -base64 32` prints',
+    }),
+  ),
+  WEBHOOK_ALLOW_PRIVATE_TARGETS: Type.Boolean({ default: false }),
   LOG_LEVEL: Type.Union(
     ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -70,6 +79,13 @@ export interface Config {
   leaderRetrySeconds: number
   /** Cards the condition re-crawl refreshes per minute (0: off): bounds the request rate to the marketplace. */
   conditionRecrawlPerMinute: number
+  /**
+   * The key webhook signing secrets are encrypted under (AES-256-GCM), base64. Unset: the
+   * embedded default keeps a generated one in DATA_DIR; with DATABASE_URL, webhooks cannot be created.
+   */
+  webhookSecretKey: string | undefined
+  /** Lets webhooks target private, loopback and link-local addresses (local development and tests). */
+  webhookAllowPrivateTargets: boolean
   logLevel: LogLevel
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
@@ -98,7 +114,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (problems.has(name)) continue
     const schema: TSchema = Env.properties[name as keyof typeof Env.properties] ?? error.schema
     const expected = typeof schema.expected === 'string' ? schema.expected : describeExpectation(schema, error.message)
-    problems.set(name, `${name || '(root)'}=${JSON.stringify(raw[name])}: ${expected}`)
+    // A secret is never echoed, not even a malformed one: the message lands in logs.
+    const shown = schema.secret && typeof raw[name] === 'string' ? `(${raw[name].length} characters, not shown)` : JSON.stringify(raw[name])
+    problems.set(name, `${name || '(root)'}=${shown}: ${expected}`)
   }
   if (problems.size > 0) {
     throw new ConfigError(`Invalid environment:\n  ${[...problems.values()].join('\n  ')}`)
@@ -121,6 +139,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     jobsEnabled: parsed.JOBS_ENABLED,
     leaderRetrySeconds: parsed.LEADER_RETRY_SECONDS,
     conditionRecrawlPerMinute: parsed.CONDITION_RECRAWL_PER_MINUTE,
+    webhookSecretKey: parsed.WEBHOOK_SECRET_KEY,
+    webhookAllowPrivateTargets: parsed.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     logLevel: parsed.LOG_LEVEL as LogLevel,
     demoScale: parsed.DEMO_SCALE,
   })

@@ -1,15 +1,24 @@
 import { appReady, createApp, refreshAppSnapshot, stopApp } from './app'
 import { ConfigError, loadConfig } from './config'
 import { createDeps } from './deps'
-import { loggingAlertHook } from './jobs/alerts'
 import { createScheduler } from './jobs/scheduler'
 import { createDemoAccountIfNone, DEMO_TIER, demoBanner, keyHint } from './modules/auth/demo-account'
 import { seedCatalog } from './modules/ingest/seed'
 import { isCatalogEmpty } from './modules/ingest/service'
+import { catchUpAlerts, webhookAlertHook } from './modules/webhooks/alerts'
+import { createDeliveryWorker } from './modules/webhooks/delivery'
+import { loadSecretBox } from './modules/webhooks/secret-box'
+import type { WebhookSettings } from './modules/webhooks/settings'
 
 async function main() {
   const config = loadConfig()
   const deps = await createDeps(config)
+  // Before anything is written: a key file that cannot be read would leave every webhook unusable.
+  const secrets = await loadSecretBox(config, deps.logger).catch(async (error: Error) => {
+    await deps.close()
+    throw new ConfigError(`cannot start: ${error.message}`)
+  })
+  const webhooks: WebhookSettings = { secrets, targets: { allowPrivateTargets: config.webhookAllowPrivateTargets } }
   await deps.database.migrate()
   if (await isCatalogEmpty(deps.db)) {
     deps.logger.info({ scale: config.demoScale }, 'empty catalog: seeding generated demo data (not real market data)')
@@ -19,9 +28,14 @@ async function main() {
   // build the app in-process and must never run jobs.
   const scheduler = createScheduler(deps, {
     refreshSnapshot: () => refreshAppSnapshot(app),
-    alertHook: loggingAlertHook(deps.logger),
+    // Alerts written by a sync go out at once, not at the worker's next poll.
+    alertHook: webhookAlertHook(deps, { onAlerts: () => worker.wake() }),
+    // A new leader first fires the crossings a leader that died after a sync's commit left unevaluated.
+    onLead: () => catchUpAlerts(deps, { onAlerts: () => worker.wake() }),
   })
-  const app = createApp({ ...deps, isLeader: scheduler.isLeader })
+  // Delivers only while this node leads, like the scheduled jobs.
+  const worker = createDeliveryWorker(deps, { settings: webhooks, isLeader: scheduler.isLeader })
+  const app = createApp({ ...deps, isLeader: scheduler.isLeader, webhooks })
   await appReady(app) // the first price snapshot, so the node is ready when it starts listening
   app.listen({ port: config.port, hostname: config.host })
   const url = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}`
@@ -42,6 +56,7 @@ async function main() {
   }
   deps.logger.info({ url }, 'listening; API docs at /docs')
   scheduler.start()
+  worker.start()
 
   let stopping = false
   const shutdown = async (signal: string) => {
@@ -49,6 +64,8 @@ async function main() {
     stopping = true
     deps.logger.info({ signal }, 'shutting down')
     await scheduler.stop()
+    // Its attempts in flight finish (each within its timeout); one cut short is retried by the next leader.
+    await worker.stop()
     await stopApp(app)
     await deps.close()
     process.exit(0)

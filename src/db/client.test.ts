@@ -22,6 +22,7 @@ const EXPECTED_TABLES = [
   'sessions',
   'sets',
   'sync_runs',
+  'webhook_attempts',
   'webhook_deliveries',
   'webhooks',
 ]

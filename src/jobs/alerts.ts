@@ -1,5 +1,4 @@
 import type { PriceChange } from '../modules/ingest/service'
-import type { Logger } from '../shared/logger'
 
 export type { PriceChange }
 
@@ -17,10 +16,3 @@ export interface PriceChangeBatch {
  * are already written.
  */
 export type AlertHook = (batch: PriceChangeBatch) => Promise<void>
-
-/** Until price alerts exist: says how many prices changed. */
-export function loggingAlertHook(logger: Logger): AlertHook {
-  return async ({ job, runId, changes }) => {
-    logger.info({ job, runId, changes: changes.length }, 'price changes ready for alert evaluation')
-  }
-}

@@ -8,8 +8,9 @@ const database = await freshDatabase('empty')
 const RETRY_MS = 200
 
 const elections: LeaderElection[] = []
+// Stopped together: each stop may wait out its lock session's statement bound.
 afterEach(async () => {
-  for (const election of elections.splice(0)) await election.stop()
+  await Promise.all(elections.splice(0).map((election) => election.stop()))
 })
 
 function candidate(events: string[] = []) {

@@ -68,7 +68,8 @@ export async function postgresLockSession(url: string, options: { connectTimeout
       // Unlocked before the session ends: the server would release it too, but only once its
       // backend has noticed the closed connection, and the next leader should not wait for that.
       if (backendPid !== undefined) {
-        await client`select pg_advisory_unlock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int)`.catch(() => {})
+        // Bounded like every lock statement: a stop must not wait on a connection that died.
+        await withTimeout(client`select pg_advisory_unlock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int)`).catch(() => {})
       }
       await client.end({ timeout: 2 })
     },

@@ -3,7 +3,7 @@ import type { Cron } from 'croner'
 import { Elysia } from 'elysia'
 import type { Deps } from '../deps'
 import { recrawlConditions } from '../modules/conditions/recrawl'
-import { type AlertHook, loggingAlertHook } from './alerts'
+import type { AlertHook } from './alerts'
 import { leaderElection, type LockSession, pgliteLockSession, postgresLockSession } from './leader'
 import { failInterruptedRuns, finishJobRun, lastSyncedBySlug, pruneRuns, startJobRun } from './runs'
 import { JOBS, type JobDefinition, type JobName, latestRunAtOrBefore, SCHEDULE_TIME_ZONE } from './schedule'
@@ -18,10 +18,15 @@ export type RecrawlConditions = (
 ) => Promise<{ refreshed: number; failed: number }>
 
 export interface SchedulerOptions {
-  /** Where changed prices go after a sync (default: a log line with their count). */
-  alertHook?: AlertHook
+  /** Where changed prices go after a sync: the price-alert evaluation. */
+  alertHook: AlertHook
   /** Rebuilds this node's price snapshot after a sync, before other nodes are told. */
   refreshSnapshot?: () => Promise<unknown>
+  /**
+   * Runs when this node starts leading, before the catch-up syncs: the price-alert catch-up, which
+   * fires crossings a leader that died between a sync's commit and its evaluation left unfired.
+   */
+  onLead?: () => Promise<unknown>
   /** The condition re-crawl's body (default: `recrawlConditions`). */
   recrawl?: RecrawlConditions
   /** The leader lock's session (default: a dedicated PostgreSQL connection, or PGlite's one connection). */
@@ -52,9 +57,9 @@ const STOP_WAIT_MS = 10_000
  * (or the service was down) runs once when a node starts leading, a repeated trigger finds
  * nothing to do, and a run killed mid-way is completed by the next one.
  */
-export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions = {}): Scheduler {
+export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions): Scheduler {
   const { config, logger } = deps
-  const alertHook = options.alertHook ?? loggingAlertHook(logger)
+  const { alertHook } = options
   const patternOf = (job: JobDefinition) => options.patterns?.[job.name] ?? job.pattern
   const openLockSession =
     options.openLockSession ??
@@ -90,6 +95,7 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions =
     } catch (error) {
       logger.error({ err: error }, 'could not mark interrupted runs')
     }
+    await options.onLead?.().catch((error) => logger.error({ err: error }, 'the work of taking the lead failed'))
     for (const job of JOBS) if (job.tier !== undefined) void queueSync(job)
   }
 

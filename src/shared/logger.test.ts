@@ -69,8 +69,9 @@ describe('database errors are logged without the values bound to the query', asy
   test('errors that are not the database keep their fields, and redaction still applies', () => {
     const { lines, logger } = capture()
     const error = Object.assign(new Error('outer', { cause: new Error('inner') }), { code: 'E_SOMETHING' })
-    logger.error({ err: error, key: 'tcg_live_secret', headers: { cookie: 'session=abc' } }, 'failed')
+    logger.error({ err: error, key: 'tcg_live_secret', headers: { cookie: 'session=abc' }, webhook: { secret: 'whsec_abc' } }, 'failed')
     const line = JSON.parse(lines[0]!)
+    expect(line.webhook.secret).toBe('[redacted]')
     expect(line.err).toMatchObject({ type: 'Error', message: 'outer', code: 'E_SOMETHING', cause: { type: 'Error', message: 'inner' } })
     expect(line.key).toBe('[redacted]')
     expect(line.headers.cookie).toBe('[redacted]')

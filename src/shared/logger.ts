@@ -20,6 +20,8 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
         '*.key',
         'token',
         '*.token',
+        'secret',
+        '*.secret',
         'headers["x-api-key"]',
         'headers.cookie',
         '*.headers["x-api-key"]',

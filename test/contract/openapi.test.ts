@@ -19,6 +19,10 @@ import { startServer } from '../helpers/server'
 import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { startFakeMarketplace } from '../fixtures/fake-marketplace'
 import { tinySource } from '../helpers/db'
+import { testWebhookSettings } from '../helpers/webhooks'
+import { startWebhookReceiver } from '../fixtures/webhook-receiver'
+import { MAX_WEBHOOKS, PING_LIMIT } from '../../src/modules/webhooks/service'
+import { systemResolver } from '../../src/modules/webhooks/target-guard'
 
 // The contract test: every operation /openapi.json lists is called for every status it declares,
 // and each real answer must match what the document itself declares for that status (schema,
@@ -30,7 +34,14 @@ type Json = any
 
 const database = await freshDatabase('seeded')
 const redis = await testRedis()
-const server = startServer({ db: database.db, redis, logger: testLogger })
+// Webhook settings with a secret box and local targets allowed, so test pings reach the receiver
+// below, which the examples call receiver.example.
+const pingReceiver = await startWebhookReceiver()
+afterAll(() => pingReceiver.stop())
+const receiverUrl = `${pingReceiver.url.replace('127.0.0.1', 'receiver.example')}/hooks/prices`
+const resolveReceiver = async (host: string) => (host === 'receiver.example' ? [{ address: '127.0.0.1', family: 4 }] : systemResolver(host))
+const webhookSettings = await testWebhookSettings({ allowPrivateTargets: true, resolve: resolveReceiver })
+const server = startServer({ db: database.db, redis, logger: testLogger, webhooks: webhookSettings })
 await server.ready()
 // A database without a catalog, for the 503 of /ready.
 const emptyServer = startServer({ db: (await freshDatabase('empty')).db, redis: undefined, logger: testLogger })
@@ -61,6 +72,17 @@ const fullOfKeys = await accountWithKey(database.db, 'pro')
 for (let n = 1; n < 25; n++) await createKey(database.db, { id: fullOfKeys.accountId }, `key ${n}`)
 const revocable = await createKey(database.db, { id: accounts.free.accountId }, 'to revoke')
 
+/** A webhook made over HTTP by `owner` (a Pro account) watching `card`, to the ping receiver. */
+async function webhookOf(owner: TestAccount, card: number): Promise<number> {
+  const response = await fetch(`${server.base}/v1/webhooks`, {
+    method: 'POST',
+    headers: { cookie: owner.cookie, 'content-type': 'application/json' },
+    body: JSON.stringify({ url: receiverUrl, card_id: card, condition: 'above', threshold: 1000 }),
+  })
+  if (response.status !== 201) throw new Error(`webhook setup failed: ${response.status} ${await response.text()}`)
+  return ((await response.json()) as Json).data.id
+}
+
 const [fixture] = await selectRows<{ game_slug: string; set_id: number; card_id: number; marketplace_id: number; card_name: string; printing: string }>(
   database.db,
   sql`select g.slug as game_slug, c.set_id, c.id as card_id, c.marketplace_id, c.name as card_name, min(cp.printing) as printing
@@ -72,6 +94,19 @@ const UNKNOWN = 999_999_999
 // A card nothing else here asks condition prices of: never refreshed when the failing marketplace is asked.
 const unrefreshedCardId = (await selectRows<{ id: number }>(database.db, sql`select max(id) as id from cards`))[0]!.id
 const MAX_BODY_BYTES = loadConfig({}).maxBodyBytes
+
+const webhook = await webhookOf(accounts.pro, cardId)
+const deletableWebhook = await webhookOf(accounts.pro, cardId)
+// One ping already made, so the deliveries and the list have an attempt to show.
+await fetch(`${server.base}/v1/webhooks/${webhook}/test`, { method: 'POST', headers: { cookie: accounts.pro.cookie } }).then((r) => r.arrayBuffer())
+// An account at the webhook limit, and one that has used up its test pings for the minute.
+const fullOfWebhooks = await accountWithKey(database.db, 'pro')
+for (let n = 0; n < MAX_WEBHOOKS; n++) await webhookOf(fullOfWebhooks, cardId)
+const pingedOut = await accountWithKey(database.db, 'pro')
+const pingedOutWebhook = await webhookOf(pingedOut, cardId)
+for (let n = 0; n < PING_LIMIT.perWindow; n++) {
+  await fetch(`${server.base}/v1/webhooks/${pingedOutWebhook}/test`, { method: 'POST', headers: { cookie: pingedOut.cookie } }).then((r) => r.arrayBuffer())
+}
 
 /** A request: `key` is a tier's key, `min` the tier the operation states, `below` the one under it. */
 interface Call {
@@ -121,6 +156,16 @@ const SUCCESS: Record<string, Call> = {
   'POST /v1/keys': { method: 'POST', path: '/v1/keys', cookie: accounts.pro.cookie, ...json({ name: 'inventory repricer' }) },
   'GET /v1/keys': { path: '/v1/keys', cookie: accounts.pro.cookie },
   'DELETE /v1/keys/{keyId}': { method: 'DELETE', path: `/v1/keys/${revocable.id}`, cookie: accounts.free.cookie },
+  'POST /v1/webhooks': {
+    method: 'POST',
+    path: '/v1/webhooks',
+    cookie: accounts.business.cookie,
+    ...json({ url: 'https://example.com/hooks/prices', card_id: cardId, condition: 'above', threshold: 25 }),
+  },
+  'GET /v1/webhooks': { path: '/v1/webhooks', cookie: accounts.pro.cookie },
+  'DELETE /v1/webhooks/{webhookId}': { method: 'DELETE', path: `/v1/webhooks/${deletableWebhook}`, cookie: accounts.pro.cookie },
+  'GET /v1/webhooks/{webhookId}/deliveries': { path: `/v1/webhooks/${webhook}/deliveries`, cookie: accounts.pro.cookie },
+  'POST /v1/webhooks/{webhookId}/test': { method: 'POST', path: `/v1/webhooks/${webhook}/test`, cookie: accounts.pro.cookie },
 }
 
 /** Refusals that need their own request: a bad parameter, an unknown id, a conflict. */
@@ -177,6 +222,25 @@ const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
   'DELETE /v1/keys/{keyId}': {
     400: { method: 'DELETE', path: '/v1/keys/0', cookie: accounts.free.cookie },
     404: { method: 'DELETE', path: `/v1/keys/${accounts.pro.keyId}`, cookie: accounts.free.cookie },
+  },
+  'POST /v1/webhooks': {
+    400: { method: 'POST', path: '/v1/webhooks', cookie: accounts.pro.cookie, ...json({ url: 'ftp://example.com', card_id: cardId, condition: 'above', threshold: 25 }) },
+    404: { method: 'POST', path: '/v1/webhooks', cookie: accounts.pro.cookie, ...json({ url: 'https://example.com/h', card_id: UNKNOWN, condition: 'above', threshold: 25 }) },
+    409: { method: 'POST', path: '/v1/webhooks', cookie: fullOfWebhooks.cookie, ...json({ url: 'https://example.com/h', card_id: cardId, condition: 'below', threshold: 5 }) },
+  },
+  'DELETE /v1/webhooks/{webhookId}': {
+    400: { method: 'DELETE', path: '/v1/webhooks/0', cookie: accounts.pro.cookie },
+    404: { method: 'DELETE', path: `/v1/webhooks/${webhook}`, cookie: accounts.business.cookie },
+  },
+  'GET /v1/webhooks/{webhookId}/deliveries': {
+    400: { path: `/v1/webhooks/${webhook}/deliveries?per_page=0`, cookie: accounts.pro.cookie },
+    404: { path: `/v1/webhooks/${webhook}/deliveries`, cookie: accounts.business.cookie },
+  },
+  'POST /v1/webhooks/{webhookId}/test': {
+    400: { method: 'POST', path: '/v1/webhooks/abc/test', cookie: accounts.pro.cookie },
+    403: { method: 'POST', path: `/v1/webhooks/${webhook}/test`, cookie: accounts.starter.cookie },
+    404: { method: 'POST', path: `/v1/webhooks/${UNKNOWN}/test`, cookie: accounts.pro.cookie },
+    429: { method: 'POST', path: `/v1/webhooks/${pingedOutWebhook}/test`, cookie: pingedOut.cookie },
   },
 }
 

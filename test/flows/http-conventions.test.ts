@@ -31,6 +31,9 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
     ['GET', '/v1/sets/:id/prices', 'id'],
     ['GET', '/v1/export/set/:id', 'id'],
     ['DELETE', '/v1/keys/:keyId', 'keyId'],
+    ['DELETE', '/v1/webhooks/:webhookId', 'webhookId'],
+    ['GET', '/v1/webhooks/:webhookId/deliveries', 'webhookId'],
+    ['POST', '/v1/webhooks/:webhookId/test', 'webhookId'],
   ]
   const STRING_PARAMS: [method: string, template: string, name: string][] = [
     ['GET', '/v1/games/:slug', 'slug'],
@@ -114,6 +117,9 @@ describe('every JSON answer says application/json;charset=utf-8', () => {
     ['who am I, no session', '/v1/auth/me', {}, 401],
     ['who am I', '/v1/auth/me', { headers: { cookie: business.cookie } }, 200],
     ['keys', '/v1/keys', { headers: { cookie: business.cookie } }, 200],
+    ['webhooks', '/v1/webhooks', { headers: { cookie: business.cookie } }, 200],
+    ['deliveries of an unknown webhook', '/v1/webhooks/2147483647/deliveries', { headers: { cookie: business.cookie } }, 404],
+    ['a webhook with a bad body', '/v1/webhooks', post('{"url":"ftp://x"}', { cookie: business.cookie }), 400],
     ['sign up', '/v1/auth/signup', post(JSON.stringify({ email: `sweep-${process.pid}@example.com`, password: 'long enough password' })), 201],
     ['log in, wrong password', '/v1/auth/login', post(JSON.stringify({ email: business.email, password: 'not the password' })), 401],
     ['log in, malformed JSON', '/v1/auth/login', post('{"email":'), 400],

@@ -28,6 +28,9 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
     HOST: '127.0.0.1',
     DEMO_SCALE: 'tiny',
     LEADER_RETRY_SECONDS: '1',
+    // The syncs are what is counted: an every-minute re-crawl starting when a minute turns inside
+    // a test would add a run that stays 'running' for its paced minute.
+    CONDITION_RECRAWL_PER_MINUTE: '0',
     LOG_LEVEL: 'warn',
   }
 
@@ -40,10 +43,20 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
       database.db,
       sql`select job, outcome, count(*)::int as n from job_runs group by job, outcome order by job, outcome`,
     )
+  /** What a timeout reports: the runs, who holds advisory locks and what each session is doing. */
+  const databaseState = async () =>
+    JSON.stringify({
+      runs: await selectRows(database.db, sql`select job, outcome, games, error, started_at, finished_at from job_runs order by id`),
+      advisoryLocks: await selectRows(database.db, sql`select pid, classid, objid, granted from pg_locks where locktype = 'advisory'`),
+      sessions: await selectRows(
+        database.db,
+        sql`select pid, application_name, state, wait_event, left(query, 200) as query from pg_stat_activity where datname = current_database()`,
+      ),
+    })
   async function until(condition: () => Promise<boolean>, timeoutMs: number): Promise<number> {
     const started = Date.now()
     while (!(await condition())) {
-      if (Date.now() - started > timeoutMs) throw new Error(`not true within ${timeoutMs} ms`)
+      if (Date.now() - started > timeoutMs) throw new Error(`not true within ${timeoutMs} ms; database: ${await databaseState()}`)
       await Bun.sleep(100)
     }
     return Date.now() - started

@@ -61,12 +61,16 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
     expect((await todaysHistory()).size).toBe(0)
 
     const child = cli()
-    // Kill once a few games have committed: sync_runs says which finished and which one is running.
+    // Kill once a few games have committed and the next one has started: sync_runs says which
+    // finished and which one is running (between two games, none is).
     const deadline = Date.now() + 60_000
     let finished = 0
-    while (finished < 3 && Date.now() < deadline && child.exitCode === null) {
+    let inProgress = 0
+    while ((finished < 3 || inProgress === 0) && Date.now() < deadline && child.exitCode === null) {
       await Bun.sleep(10)
-      finished = (await runs()).filter((run) => run.status === 'succeeded').length
+      const now = await runs()
+      finished = now.filter((run) => run.status === 'succeeded').length
+      inProgress = now.filter((run) => run.status === 'running').length
     }
     expect(child.exitCode).toBeNull()
     child.kill('SIGKILL')

@@ -200,6 +200,8 @@ async function spawnService(
     LOG_LEVEL: 'info',
     // The run checks that requests leave the catalog as it was; a scheduled sync would not.
     JOBS_ENABLED: 'false',
+    // Without it webhook creation answers its deliberate 503; with it every refusal is a 4xx.
+    WEBHOOK_SECRET_KEY: Buffer.alloc(32, 9).toString('base64'),
     ...(redis && { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix }),
   }
   const child = Bun.spawn([process.execPath, 'src/index.ts'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })

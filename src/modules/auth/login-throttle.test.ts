@@ -4,7 +4,7 @@ import { testRedis, testRedisPrefix } from '../../../test/helpers/auth'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
 import { redisOptions } from '../../deps'
 import { AppError } from '../../shared/errors'
-import { LOGIN_THROTTLE, loginThrottle, SIGNUP_THROTTLE, throttledAddress } from './login-throttle'
+import { attemptCounter, LOGIN_THROTTLE, loginThrottle, SIGNUP_THROTTLE, throttledAddress } from './login-throttle'
 
 // The counting rules, on each store the throttle can use, many attempts at a time (no password
 // checks here: those are test/flows/login-abuse.test.ts, over HTTP).
@@ -44,7 +44,7 @@ async function admitted(attempts: Promise<void>[], window: number) {
 for (const store of stores) {
   describe.skipIf(store.skip)(`counted in ${store.name}`, () => {
     const delays: number[] = []
-    const throttle = loginThrottle(store.redis, async (ms) => void delays.push(ms))
+    const throttle = loginThrottle(attemptCounter(store.redis), async (ms) => void delays.push(ms))
     const attempts = (email: string, address: string, count: number) =>
       Array.from({ length: count }, () => throttle.attempt(email, address))
 

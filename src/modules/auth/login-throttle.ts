@@ -23,14 +23,15 @@ export const LOGIN_THROTTLE = {
 /** Sign-ups per address, whatever their outcome: bounds probing for registered emails through 409. */
 export const SIGNUP_THROTTLE = { windowSeconds: 60 * 60, refuseAt: 5 } as const
 
-interface Taken {
+export interface Taken {
   /** Seconds until the window of a count at its limit ends; 0 when admitted. */
   retryAfter: number
   /** When admitted, each key's count including this attempt. */
   counts: number[]
 }
 
-interface AttemptCounter {
+/** Counts attempts per key in fixed windows: Redis when configured, so every node counts together. */
+export interface AttemptCounter {
   /**
    * One atomic step: refuses, counting nothing, when a key has reached its limit; otherwise counts
    * one on every key, a key's window starting at its first count.
@@ -128,7 +129,7 @@ function memoryCounter(now: () => number): AttemptCounter {
 }
 
 /** Redis when configured, with this process's counter standing in while Redis fails. */
-function counterWithFallback(redis: Redis | undefined): AttemptCounter {
+export function attemptCounter(redis: Redis | undefined): AttemptCounter {
   const local = memoryCounter(() => Date.now())
   if (!redis) return local
   const shared = redisCounter(redis)
@@ -169,8 +170,7 @@ export interface LoginThrottle {
 const tooMany = (what: string, retryAfter: number) =>
   new AppError('TOO_MANY_ATTEMPTS', `${what}; try again in ${retryAfter} seconds`, undefined, { 'retry-after': String(retryAfter) })
 
-export function loginThrottle(redis: Redis | undefined, sleep: (ms: number) => Promise<unknown> = Bun.sleep): LoginThrottle {
-  const counter = counterWithFallback(redis)
+export function loginThrottle(counter: AttemptCounter, sleep: (ms: number) => Promise<unknown> = Bun.sleep): LoginThrottle {
   const scopes = [LOGIN_THROTTLE.pair, LOGIN_THROTTLE.email, LOGIN_THROTTLE.address]
   const loginKeys = (email: string, address: string) => {
     const counted = throttledAddress(address)

@@ -4,7 +4,7 @@ import type { Database } from '../../db/client'
 import type { Clock } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
 import { type KeyDirectory, type KeyDirectoryOptions, keyDirectory } from './key-directory'
-import { type LoginThrottle, loginThrottle } from './login-throttle'
+import { type AttemptCounter, attemptCounter, type LoginThrottle, loginThrottle } from './login-throttle'
 import { failoverQuotaStore, memoryQuotaStore, type QuotaStore } from './quota'
 import { type UsageRecorder, usageRecorder } from './usage-recorder'
 
@@ -18,6 +18,8 @@ export interface AuthRuntime {
   quotaMode(): 'shared' | 'local' | 'degraded'
   usage: UsageRecorder
   throttle: LoginThrottle
+  /** Attempt counts shared by every node (login, sign-up and webhook test-ping limits). */
+  attempts: AttemptCounter
   cookieSecure: boolean
   close(): Promise<void>
 }
@@ -37,6 +39,7 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
   // A day hash Redis does not have (lost, or a new day) starts from what the recorder knows of it.
   const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.logger, usage.dayTotals) : undefined
   const keys = keyDirectory(deps.db, deps.redis, deps.logger, deps.keyCache)
+  const attempts = attemptCounter(deps.redis)
   return {
     db: deps.db,
     clock: deps.clock,
@@ -44,7 +47,8 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
     quota: failover ?? memoryQuotaStore(),
     quotaMode: () => (!failover ? 'local' : failover.degraded ? 'degraded' : 'shared'),
     usage,
-    throttle: loginThrottle(deps.redis),
+    throttle: loginThrottle(attempts),
+    attempts,
     cookieSecure: deps.config.cookieSecure,
     async close() {
       await failover?.close()

@@ -39,6 +39,7 @@ const KEY_ERROR_DESCRIPTIONS: Record<string, string> = {
 const SESSION_ERROR_DESCRIPTIONS: Record<string, string> = {
   '401': '`UNAUTHORIZED`: no valid `session` cookie (log in first)',
   '403': '`FORBIDDEN`: the `Origin` header names another site',
+  '429': '`TOO_MANY_ATTEMPTS`: too many attempts in a short time; `Retry-After` says when to try again',
 }
 
 const RATE_LIMIT_HEADERS = {
@@ -134,6 +135,7 @@ const TAGS = [
   { name: 'Search', description: 'Full-text and fuzzy card search' },
   { name: 'Account', description: 'Sign up, log in (session cookie) and daily usage' },
   { name: 'Keys', description: 'API keys, managed with the session cookie' },
+  { name: 'Webhooks', description: 'Price-alert webhooks, managed with the session cookie' },
   { name: 'Health', description: 'Liveness and readiness' },
 ]
 
@@ -181,6 +183,9 @@ function completeOperation(method: string, path: string, operation: Json): void 
     // 401 and 413 come before the key is charged, and a 503 may come before it is known: no quota headers.
     if (keyed && !['401', '413', '503'].includes(status)) {
       response.headers = { ...RATE_LIMIT_HEADERS, ...(status === '429' ? { 'Retry-After': RETRY_AFTER } : {}) }
+    } else if (status === '429') {
+      // The attempt limits (login, sign-up, webhook test pings) say when to try again too.
+      response.headers = { 'Retry-After': UNAVAILABLE.headers['Retry-After'] }
     }
     if (status.startsWith('2') && response.description?.startsWith('Response for status')) response.description = 'OK'
   }

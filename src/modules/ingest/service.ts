@@ -331,6 +331,6 @@ export async function isCatalogEmpty(db: Database): Promise<boolean> {
 /** Removes the catalog, prices and history (and the webhooks watching cards); accounts and keys stay. */
 export async function wipeCatalog(db: Database): Promise<void> {
   await db.execute(
-    sql`truncate price_history, condition_prices, condition_refreshes, card_prices, webhook_deliveries, webhooks, cards, sets, sync_runs, job_runs, games restart identity`,
+    sql`truncate price_history, condition_prices, condition_refreshes, card_prices, webhook_attempts, webhook_deliveries, webhooks, cards, sets, sync_runs, job_runs, games restart identity`,
   )
 }

@@ -1,0 +1,357 @@
+import { and, eq, inArray, lt, ne, type SQL, sql } from 'drizzle-orm'
+import { type Database, type Executor, selectRows } from '../../db/client'
+import { webhookAttempts, webhookDeliveries, webhooks } from '../../db/schema'
+import type { Deps } from '../../deps'
+import { type AttemptRecord, recordAttempt } from './attempts'
+import { DELIVERY_TIMEOUT_MS, type SendResult, sendSigned } from './send'
+import type { WebhookSettings } from './settings'
+
+export type DeliveryDeps = Pick<Deps, 'db' | 'clock' | 'logger'>
+
+/**
+ * Waits before each retry: after the first failed attempt 5 s, then 30 s, 2 min, … About a day
+ * from the first attempt to the last (11 attempts); then the webhook is disabled.
+ */
+export const RETRY_DELAYS_MS: readonly number[] = [
+  5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 28_800_000,
+]
+/** Each wait is moved by up to this share either way, so receivers that failed together are not retried together. */
+export const RETRY_JITTER = 0.2
+/** How long past an attempt's timeout its claim lasts: time to open the secret and record the outcome. */
+export const CLAIM_MARGIN_MS = 5_000
+/** Attempts, and delivered or dead outbox entries, are kept this long. */
+export const HISTORY_KEPT_MS = 30 * 86_400_000
+const PRUNE_EVERY_MS = 3_600_000
+const PRUNE_BATCH = 5_000
+
+/** The wait before the next attempt after `failedAttempts` attempts failed; null when retries are exhausted. */
+export type Backoff = (failedAttempts: number) => number | null
+
+/** Exponential backoff with jitter over `delays`: attempt n's failure waits delays[n-1] ± jitter. */
+export function retryBackoff(delays: readonly number[] = RETRY_DELAYS_MS, jitter = RETRY_JITTER, random: () => number = Math.random): Backoff {
+  return (failedAttempts) => {
+    const delay = delays[failedAttempts - 1]
+    if (delay === undefined) return null
+    return Math.round(delay * (1 + jitter * (2 * random() - 1)))
+  }
+}
+
+export interface DeliveryWorkerOptions {
+  settings: WebhookSettings
+  /** Delivers only while this is true: the node leading the scheduled jobs. */
+  isLeader: () => boolean
+  /** Attempts in flight at most (default 32). */
+  concurrency?: number
+  /** How often due entries are looked for without a wake-up (default 1 s). */
+  pollMs?: number
+  /** One attempt's bound (default the 10 s of send.ts). */
+  timeoutMs?: number
+  backoff?: Backoff
+}
+
+export interface DeliveryWorker {
+  /** Starts polling (and prunes old history now and then). */
+  start(): void
+  /** Stops polling and waits for the attempts in flight (each bounded by the timeout). */
+  stop(): Promise<void>
+  /** Looks for due entries now: called after alerts are written so they go out at once. */
+  wake(): void
+  /** Delivers every entry due now and waits for the outcomes, including retries that fall due meanwhile (tests). */
+  drain(): Promise<void>
+}
+
+/** A claimed outbox entry with what its attempt needs. */
+interface Claimed {
+  id: number
+  webhook_id: number
+  event_id: string
+  event: string
+  payload: string
+  /** This attempt's number: the entry's `attempts` after the claim. */
+  attempts: number
+  url: string
+  secret_ciphertext: string
+  created_ms: number
+}
+
+/**
+ * The delivery worker of the webhook outbox (DESIGN decision 10), run on the leader. It claims due
+ * entries in one short statement (`FOR UPDATE SKIP LOCKED`) that moves each entry's
+ * `next_attempt_at` past its attempt's bound, so no lock or transaction is held during HTTP, and
+ * an attempt whose worker died is retried once its claim lapses: delivery is at least once, with
+ * the same `webhook-id` on every attempt. Each outcome is written in one short transaction.
+ */
+export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorkerOptions): DeliveryWorker {
+  const { db, clock, logger } = deps
+  const concurrency = options.concurrency ?? 32
+  const pollMs = options.pollMs ?? 1_000
+  const timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS
+  const backoff = options.backoff ?? retryBackoff()
+  const { secrets, targets } = options.settings
+
+  const inFlight = new Map<number, Promise<void>>()
+  let pumping: Promise<number> | undefined
+  let pumpAgain = false
+  let stopped = false
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let lastPruneAt = Number.NEGATIVE_INFINITY
+  let pruning: Promise<void> | undefined
+  let warnedNoSecrets = false
+
+  const mayRun = () => !stopped && options.isLeader()
+
+  /** Claims up to `slots` due entries, skipping those locked by a concurrent claim or in flight here. */
+  async function claim(slots: number): Promise<Claimed[]> {
+    const now = clock.now()
+    const claimUntil = new Date(now.getTime() + timeoutMs + CLAIM_MARGIN_MS)
+    // A claim of ours can only lapse under a stalled event loop; never send the same entry twice at once from here.
+    const mine: SQL = inFlight.size > 0 ? sql`and d.id not in (${sql.join([...inFlight.keys()].map((id) => sql`${id}`), sql`, `)})` : sql``
+    return selectRows<Claimed>(
+      db,
+      sql`with due as (
+            select d.id from webhook_deliveries d join webhooks w on w.id = d.webhook_id
+            where d.status = 'pending' and d.next_attempt_at <= ${now.toISOString()}::timestamptz and w.is_active ${mine}
+            order by d.next_attempt_at, d.id
+            limit ${slots}
+            for update of d skip locked
+          )
+          update webhook_deliveries d
+          set next_attempt_at = ${claimUntil.toISOString()}::timestamptz, attempts = d.attempts + 1
+          from due, webhooks w
+          where d.id = due.id and w.id = d.webhook_id
+          returning d.id::float8 as id, d.webhook_id, d.event_id, d.event, d.payload, d.attempts, w.url, w.secret_ciphertext,
+                    (extract(epoch from d.created_at) * 1000)::float8 as created_ms`,
+    )
+  }
+
+  /** Claims into every free slot; returns how many entries it claimed. Concurrent calls share one run. */
+  function pump(): Promise<number> {
+    if (pumping) {
+      pumpAgain = true
+      return pumping
+    }
+    const run = claimIntoFreeSlots()
+    pumping = run
+    // Cleared here, not inside the run: a run that never awaits would finish before it is assigned.
+    void run.finally(() => {
+      if (pumping === run) pumping = undefined
+    })
+    return run
+  }
+
+  async function claimIntoFreeSlots(): Promise<number> {
+    let claimed = 0
+    try {
+      do {
+        pumpAgain = false
+        if (!mayRun()) break
+        if (!secrets) {
+          if (!warnedNoSecrets) logger.warn('no webhook secret key: queued price alerts stay pending until WEBHOOK_SECRET_KEY is set')
+          warnedNoSecrets = true
+          break
+        }
+        maybePrune()
+        const slots = concurrency - inFlight.size
+        if (slots <= 0) break
+        const entries = await claim(slots)
+        claimed += entries.length
+        for (const entry of entries) {
+          const attempt = deliver(entry).finally(() => {
+            inFlight.delete(entry.id)
+            // A freed slot is filled at once; completions meanwhile join the same claim.
+            if (mayRun()) void pump()
+          })
+          inFlight.set(entry.id, attempt)
+        }
+        // A full claim may have left more due entries behind.
+        if (entries.length === slots) pumpAgain = true
+      } while (pumpAgain)
+    } catch (error) {
+      logger.warn({ err: error }, 'could not claim webhook deliveries; trying again at the next poll')
+    }
+    return claimed
+  }
+
+  async function deliver(entry: Claimed): Promise<void> {
+    const at = clock.now()
+    let result: SendResult
+    let secret: string | undefined
+    try {
+      secret = await secrets!.open(entry.secret_ciphertext)
+    } catch {
+      logger.error({ webhookId: entry.webhook_id }, "cannot open a webhook's signing secret with the configured key: was WEBHOOK_SECRET_KEY changed?")
+    }
+    if (secret === undefined) {
+      result = { delivered: false, statusCode: null, durationMs: 0, error: 'the signing secret could not be opened on the server' }
+    } else {
+      result = await sendSigned(
+        { url: entry.url, secret, eventId: entry.event_id, body: entry.payload, at },
+        { ...targets, timeoutMs },
+      )
+    }
+    try {
+      await settle(entry, at, result)
+    } catch (error) {
+      const code = (error as { cause?: { code?: string }; code?: string }).cause?.code ?? (error as { code?: string }).code
+      // 23503: the webhook (and with it the entry) was deleted while the attempt was in flight.
+      if (code === '23503') logger.debug({ webhookId: entry.webhook_id }, 'webhook deleted during its delivery')
+      else logger.error({ err: error, webhookId: entry.webhook_id, eventId: entry.event_id }, 'could not record a webhook delivery attempt; it is retried once its claim lapses')
+    }
+  }
+
+  /** Writes the attempt's outcome. Guarded by the attempt number: a claim that lapsed and was taken again is not overwritten. */
+  async function settle(entry: Claimed, at: Date, result: SendResult) {
+    const now = clock.now()
+    const thisAttempt = and(eq(webhookDeliveries.id, entry.id), eq(webhookDeliveries.attempts, entry.attempts), eq(webhookDeliveries.status, 'pending'))
+    const base = { webhookId: entry.webhook_id, deliveryId: entry.id, eventId: entry.event_id, event: entry.event as AttemptRecord['event'], attempt: entry.attempts, at, result }
+    if (result.delivered) {
+      await db.transaction(async (tx) => {
+        const updated = await tx
+          .update(webhookDeliveries)
+          .set({ status: 'delivered', deliveredAt: now, lastStatusCode: result.statusCode, lastError: null })
+          .where(thisAttempt)
+          .returning({ id: webhookDeliveries.id })
+        // Only when there is something to reset: deliveries to one webhook in parallel need not queue on its row.
+        if (updated.length > 0) {
+          await tx
+            .update(webhooks)
+            .set({ consecutiveFailures: 0 })
+            .where(and(eq(webhooks.id, entry.webhook_id), ne(webhooks.consecutiveFailures, 0)))
+        }
+        await recordAttempt(tx, base)
+      })
+      return
+    }
+    const delay = backoff(entry.attempts)
+    const failure = { lastStatusCode: result.statusCode, lastError: result.error ?? 'failed' }
+    if (delay !== null) {
+      const nextRetryAt = new Date(now.getTime() + delay)
+      await db.transaction(async (tx) => {
+        const updated = await tx
+          .update(webhookDeliveries)
+          .set({ ...failure, nextAttemptAt: nextRetryAt })
+          .where(thisAttempt)
+          .returning({ id: webhookDeliveries.id })
+        if (updated.length > 0) await countFailure(tx, entry.webhook_id)
+        await recordAttempt(tx, { ...base, nextRetryAt })
+      })
+      return
+    }
+    const reason = `disabled after every delivery attempt failed for ${formatDuration(now.getTime() - entry.created_ms)} (${entry.attempts} attempts); last error: ${failure.lastError}`
+    await db.transaction(async (tx) => {
+      const updated = await tx
+        .update(webhookDeliveries)
+        .set({ ...failure, status: 'dead' })
+        .where(thisAttempt)
+        .returning({ id: webhookDeliveries.id })
+      if (updated.length > 0) {
+        await countFailure(tx, entry.webhook_id)
+        const [disabled] = await tx
+          .update(webhooks)
+          .set({ isActive: false, disabledAt: now, disabledReason: reason })
+          .where(and(eq(webhooks.id, entry.webhook_id), eq(webhooks.isActive, true)))
+          .returning({ id: webhooks.id })
+        await tx
+          .update(webhookDeliveries)
+          .set({ status: 'dead', lastError: 'not sent: the webhook was disabled after sustained delivery failure' })
+          .where(and(eq(webhookDeliveries.webhookId, entry.webhook_id), eq(webhookDeliveries.status, 'pending')))
+        if (disabled) logger.warn({ webhookId: entry.webhook_id, attempts: entry.attempts }, 'webhook disabled after sustained delivery failure')
+      }
+      await recordAttempt(tx, base)
+    })
+  }
+
+  function maybePrune() {
+    const now = clock.now().getTime()
+    if (pruning || now - lastPruneAt < PRUNE_EVERY_MS) return
+    lastPruneAt = now
+    pruning = pruneDeliveryHistory(db, new Date(now - HISTORY_KEPT_MS))
+      .then((removed) => {
+        if (removed > 0) logger.info({ removed }, 'pruned old webhook attempts and finished deliveries')
+      })
+      .catch((error) => logger.warn({ err: error }, 'could not prune webhook delivery history'))
+      .finally(() => {
+        pruning = undefined
+      })
+  }
+
+  function schedulePoll() {
+    if (stopped) return
+    timer = setTimeout(() => {
+      void pump().finally(schedulePoll)
+    }, pollMs)
+    timer.unref?.()
+  }
+
+  return {
+    start() {
+      if (timer !== undefined || stopped) return
+      schedulePoll()
+      void pump()
+    },
+    async stop() {
+      stopped = true
+      clearTimeout(timer)
+      await pumping
+      await Promise.all([...inFlight.values(), pruning])
+    },
+    wake() {
+      if (mayRun()) void pump()
+    },
+    async drain() {
+      // Until a claim finds nothing and nothing is in flight: a retry due meanwhile is delivered too.
+      for (;;) {
+        const claimed = await pump()
+        await Promise.all([...inFlight.values()])
+        if (claimed === 0 && inFlight.size === 0 && !pumping) {
+          await pruning
+          return
+        }
+      }
+    },
+  }
+}
+
+async function countFailure(tx: Executor, webhookId: number) {
+  await tx
+    .update(webhooks)
+    .set({ consecutiveFailures: sql`${webhooks.consecutiveFailures} + 1` })
+    .where(eq(webhooks.id, webhookId))
+}
+
+/** Removes attempts, and delivered or dead outbox entries (their attempts with them), older than `before`; returns how many rows went. */
+export async function pruneDeliveryHistory(db: Database, before: Date): Promise<number> {
+  let removed = 0
+  for (;;) {
+    // In batches, so no statement holds many row locks for long.
+    const attempts = await db
+      .delete(webhookAttempts)
+      .where(inArray(webhookAttempts.id, db.select({ id: webhookAttempts.id }).from(webhookAttempts).where(lt(webhookAttempts.attemptedAt, before)).limit(PRUNE_BATCH)))
+      .returning({ id: webhookAttempts.id })
+    const deliveries = await db
+      .delete(webhookDeliveries)
+      .where(
+        inArray(
+          webhookDeliveries.id,
+          db
+            .select({ id: webhookDeliveries.id })
+            .from(webhookDeliveries)
+            .where(and(ne(webhookDeliveries.status, 'pending'), lt(webhookDeliveries.createdAt, before)))
+            .limit(PRUNE_BATCH),
+        ),
+      )
+      .returning({ id: webhookDeliveries.id })
+    removed += attempts.length + deliveries.length
+    if (attempts.length < PRUNE_BATCH && deliveries.length < PRUNE_BATCH) return removed
+  }
+}
+
+/** `3 h 5 min`, `23 h 40 min`, `12 s`: how long a webhook kept failing. */
+export function formatDuration(ms: number): string {
+  const seconds = Math.max(0, Math.round(ms / 1000))
+  if (seconds < 60) return `${seconds} s`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 60) return `${minutes} min`
+  const hours = Math.floor(minutes / 60)
+  return minutes % 60 === 0 ? `${hours} h` : `${hours} h ${minutes % 60} min`
+}

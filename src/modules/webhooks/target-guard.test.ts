@@ -1,0 +1,130 @@
+import { describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
+import { checkConnectedAddress, checkTargetAtCreation, forbiddenAddress, guardedLookup, type Resolver } from './target-guard'
+
+const strict = { allowPrivateTargets: false }
+const resolvingTo =
+  (...addresses: string[]): Resolver =>
+  async () =>
+    addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
+const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: Error) => error.message)
+
+describe('forbiddenAddress', () => {
+  test.each([
+    ['127.0.0.1', 'loopback'],
+    ['127.255.0.9', 'loopback'],
+    ['::1', 'loopback'],
+    ['10.0.0.1', 'private'],
+    ['172.16.5.4', 'private'],
+    ['192.168.1.1', 'private'],
+    ['169.254.169.254', 'link-local (cloud metadata)'],
+    ['fe80::1', 'link-local'],
+    ['fd00:ec2::254', 'unique-local'],
+    ['100.100.100.200', 'carrier-grade NAT'],
+    ['0.0.0.0', 'unspecified'],
+    ['::', 'unspecified'],
+    ['224.0.0.1', 'multicast'],
+    ['255.255.255.255', 'broadcast'],
+    ['192.0.2.10', 'reserved'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:10.1.2.3', 'private'],
+  ])('%s is refused as %s', (address, words) => {
+    expect(forbiddenAddress(address)).toContain(words)
+  })
+
+  test.each(['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.4.4'])('%s is public', (address) => {
+    expect(forbiddenAddress(address)).toBeUndefined()
+  })
+
+  test('every IPv4 address in 10/8, 127/8, 169.254/16, 172.16/12 and 192.168/16 is refused, also IPv4-mapped', () => {
+    const inRange = fc.oneof(
+      fc.tuple(fc.constant(10), fc.nat(255), fc.nat(255), fc.nat(255)),
+      fc.tuple(fc.constant(127), fc.nat(255), fc.nat(255), fc.nat(255)),
+      fc.tuple(fc.constant(169), fc.constant(254), fc.nat(255), fc.nat(255)),
+      fc.tuple(fc.constant(172), fc.integer({ min: 16, max: 31 }), fc.nat(255), fc.nat(255)),
+      fc.tuple(fc.constant(192), fc.constant(168), fc.nat(255), fc.nat(255)),
+    )
+    fc.assert(
+      fc.property(inRange, (parts) => {
+        const address = parts.join('.')
+        expect(forbiddenAddress(address)).toBeDefined()
+        expect(forbiddenAddress(`::ffff:${address}`)).toBeDefined()
+      }),
+    )
+  })
+})
+
+describe('checkTargetAtCreation', () => {
+  test.each([
+    ['ftp://example.com/hook', 'http or https'],
+    ['file:///etc/passwd', 'http or https'],
+    ['not a url', 'absolute'],
+    ['https://user:pass@example.com/hook', 'credentials'],
+    ['https://example.com/hook#part', 'fragment'],
+    [`https://example.com/${'a'.repeat(2100)}`, '2048'],
+  ])('%s is refused whatever the operator allows', async (url, words) => {
+    expect(await refusal(checkTargetAtCreation(url, strict))).toContain(words)
+    expect(await refusal(checkTargetAtCreation(url, { allowPrivateTargets: true }))).toContain(words)
+  })
+
+  test.each([
+    ['http://127.0.0.1:8080/hook', 'loopback'],
+    ['http://[::1]/hook', 'loopback'],
+    ['http://0x7f.1/hook', 'loopback'],
+    ['http://2130706433/hook', 'loopback'],
+    ['http://10.0.0.1/hook', 'private'],
+    ['http://192.168.1.1/hook', 'private'],
+    ['http://169.254.169.254/latest/meta-data/', 'link-local'],
+    ['http://[fe80::1]/hook', 'link-local'],
+    ['http://[::ffff:169.254.169.254]/', 'link-local'],
+  ])('a literal address: %s is refused', async (url, words) => {
+    expect(await refusal(checkTargetAtCreation(url, strict))).toContain(words)
+  })
+
+  test('a name resolving to a loopback address (the real resolver, localhost) is refused', async () => {
+    expect(await refusal(checkTargetAtCreation('http://localhost:3000/hook', strict))).toContain('resolves to a loopback address')
+  })
+
+  test('a name is refused when any of its addresses is not public', async () => {
+    const resolve = resolvingTo('93.184.215.14', '10.0.0.7')
+    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve }))).toContain('private address (10.0.0.7)')
+    const metadata = resolvingTo('169.254.169.254')
+    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve: metadata }))).toContain('link-local')
+  })
+
+  test('a public name, or one that does not resolve yet, is accepted: the latter is judged at delivery', async () => {
+    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve: resolvingTo('93.184.215.14') }))).toBe('accepted')
+    expect(await refusal(checkTargetAtCreation('https://not-yet.invalid/x', strict))).toBe('accepted')
+    const failing: Resolver = async () => {
+      throw Object.assign(new Error('queryA ENOTFOUND'), { code: 'ENOTFOUND' })
+    }
+    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve: failing }))).toBe('accepted')
+  })
+
+  test('the operator may allow private targets: then only the form is checked', async () => {
+    expect(await refusal(checkTargetAtCreation('http://127.0.0.1:8080/hook', { allowPrivateTargets: true }))).toBe('accepted')
+    expect(await refusal(checkTargetAtCreation('http://localhost/hook', { allowPrivateTargets: true }))).toBe('accepted')
+  })
+})
+
+describe('at delivery', () => {
+  const lookup = (policy: Parameters<typeof guardedLookup>[0], all = true) =>
+    new Promise<unknown>((resolve, reject) =>
+      guardedLookup(policy)('hooks.example', { all }, (error, address) => (error ? reject(error) : resolve(address))),
+    )
+
+  test('the lookup hands the connection only checked addresses, and refuses a name that now resolves privately (DNS rebinding)', async () => {
+    expect(await lookup({ ...strict, resolve: resolvingTo('93.184.215.14') })).toEqual([{ address: '93.184.215.14', family: 4 }])
+    expect(await lookup({ ...strict, resolve: resolvingTo('93.184.215.14') }, false)).toBe('93.184.215.14')
+    expect(await refusal(lookup({ ...strict, resolve: resolvingTo('127.0.0.1') }))).toContain('loopback')
+    expect(await refusal(lookup({ ...strict, resolve: resolvingTo() }))).toContain('no address')
+    expect(await lookup({ allowPrivateTargets: true, resolve: resolvingTo('127.0.0.1') })).toEqual([{ address: '127.0.0.1', family: 4 }])
+  })
+
+  test('the connected address is the last word', () => {
+    expect(() => checkConnectedAddress('93.184.215.14', strict)).not.toThrow()
+    expect(() => checkConnectedAddress('::ffff:127.0.0.1', strict)).toThrow(/loopback/)
+    expect(() => checkConnectedAddress(undefined, strict)).toThrow(/unknown/)
+    expect(() => checkConnectedAddress('127.0.0.1', { allowPrivateTargets: true })).not.toThrow()
+  })
+})
