@@ -123,9 +123,12 @@ export function loadPaths(base: string, paths: string[], amount: number, connect
 /**
  * The service (`src/index.ts`) on a free port against these PostgreSQL and Redis, its Redis keys
  * under `redisPrefix`, logging at info: the 'listening' line, and 'price snapshot built', are info logs.
+ * With BENCH_PROFILE_DIR set, it writes a CPU profile (Markdown, Bun's `--cpu-prof-md`) there when it stops.
  */
-export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPrefix: string): Promise<Listening> {
-  return spawnUntilListening(['src/index.ts'], {
+export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPrefix: string, env: Record<string, string> = {}): Promise<Listening> {
+  const profileDir = process.env.BENCH_PROFILE_DIR
+  const profile = profileDir ? ['--cpu-prof-md', `--cpu-prof-dir=${profileDir}`] : []
+  return spawnUntilListening([...profile, 'src/index.ts'], {
     ...process.env,
     DATABASE_URL: databaseUrl,
     REDIS_URL: redisUrl,
@@ -133,6 +136,7 @@ export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPr
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
+    ...env,
   })
 }
 
@@ -141,19 +145,30 @@ export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPr
 
 const TICKS_PER_SECOND = 100
 
-/** user + system CPU seconds so far of one process's /proc/<pid>/stat line. */
-function statCpuSeconds(stat: string): number {
+/** User and system CPU seconds so far of one process's /proc/<pid>/stat line. */
+function statCpuTimes(stat: string): { user: number; system: number } {
   const after = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  return (Number(after[11]) + Number(after[12])) / TICKS_PER_SECOND
+  return { user: Number(after[11]) / TICKS_PER_SECOND, system: Number(after[12]) / TICKS_PER_SECOND }
+}
+
+function statCpuSeconds(stat: string): number {
+  const { user, system } = statCpuTimes(stat)
+  return user + system
+}
+
+/** User and system CPU seconds of one process so far; NaN once it has ended. */
+export function processCpuTimes(pid: number): { user: number; system: number } {
+  try {
+    return statCpuTimes(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+  } catch {
+    return { user: Number.NaN, system: Number.NaN }
+  }
 }
 
 /** user + system CPU seconds of one process so far; NaN once it has ended. */
 export function processCpuSeconds(pid: number): number {
-  try {
-    return statCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'))
-  } catch {
-    return Number.NaN
-  }
+  const { user, system } = processCpuTimes(pid)
+  return user + system
 }
 
 /** CPU seconds so far of every PostgreSQL process on the machine. */

@@ -1,5 +1,6 @@
 import { type Static, type TObject, Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
+import { utcDay } from '../../shared/clock'
 import { AppError } from '../../shared/errors'
 import { RateLimit } from '../../shared/model'
 import { RefusedBody } from '../../shared/request-rules'
@@ -48,7 +49,7 @@ function announceQuota(request: Request, headers: Record<string, unknown>, polic
   const rateLimit: RateLimit = {
     daily_limit: policy.dailyQuota,
     daily_remaining: Math.max(0, policy.dailyQuota - used),
-    daily_reset: nextUtcMidnight(now).toISOString(),
+    daily_reset: utcDay(now).endIso,
   }
   headers['x-ratelimit-limit'] = String(rateLimit.daily_limit)
   headers['x-ratelimit-remaining'] = String(rateLimit.daily_remaining)

@@ -29,8 +29,13 @@ import type { Logger } from '../../shared/logger'
 export const LEASE_LIFETIME_MS = 1_000
 /** A node stops admitting from a lease this much before the deadline: its clock started earlier, and it needs time to settle. */
 const LOCAL_MARGIN_MS = 200
-/** An account with this many admitted charges in one script call is charged often enough to lease. */
-export const HOT_CHARGES_PER_CALL = 8
+/**
+ * An account with this many admitted charges on this node within HOT_WINDOW_MS is charged often
+ * enough to lease: from there a lease (two Redis calls, a grant and a hand-back) replaces at least
+ * as many charges, each a share of a script call and a wait for Redis.
+ */
+export const HOT_CHARGES_PER_WINDOW = 16
+export const HOT_WINDOW_MS = 1_000
 /** Bounds of a lease's size; the first asks for FIRST_LEASE_UNITS, later ones follow what the last one used. */
 const MIN_LEASE_UNITS = 16
 const FIRST_LEASE_UNITS = 256

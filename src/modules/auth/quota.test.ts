@@ -4,7 +4,7 @@ import Redis from 'ioredis'
 import { testRedis, testRedisPrefix } from '../../../test/helpers/auth'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
 import { createLogger } from '../../shared/logger'
-import { HOT_CHARGES_PER_CALL, LEASE_FIELD_PREFIX, LEASE_LIFETIME_MS } from './quota-leases'
+import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_FIELD_PREFIX, LEASE_LIFETIME_MS } from './quota-leases'
 import { failoverQuotaStore, memoryQuotaStore, nextUtcMidnight, type QuotaStore, redisQuotaStore } from './quota'
 import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
 import { minimumTier, resolveCredits, TIER_POLICY } from './tiers'
@@ -165,8 +165,8 @@ describe('quota stores', () => {
     test.skipIf(!TEST_REDIS_URL)('a hot account is charged from a lease without a Redis call per charge, and its counts reach Redis when it ends', async () => {
       const redis = (await testRedis())!
       const store = redisQuotaStore(redis)
-      const first = await burst(store, 21, HOT_CHARGES_PER_CALL, 100_000)
-      expect(first.map((r) => r.used).sort((a, b) => a - b)).toEqual(Array.from({ length: HOT_CHARGES_PER_CALL }, (_, i) => i + 1))
+      const first = await burst(store, 21, HOT_CHARGES_PER_WINDOW, 100_000)
+      expect(first.map((r) => r.used).sort((a, b) => a - b)).toEqual(Array.from({ length: HOT_CHARGES_PER_WINDOW }, (_, i) => i + 1))
       await leased(redis, 21)
       const monitor = await commandsFrom(redis)
       const fromLease = []
@@ -176,9 +176,9 @@ describe('quota stores', () => {
       monitor.stop()
       expect(monitor.seen.commands).toBe(1) // the ping alone: not one Redis call for those 100 charges
       // Each answer counts on from the last, as if charged in Redis one by one.
-      expect(fromLease.map((r) => r.used)).toEqual(Array.from({ length: 100 }, (_, i) => HOT_CHARGES_PER_CALL + i + 1))
+      expect(fromLease.map((r) => r.used)).toEqual(Array.from({ length: 100 }, (_, i) => HOT_CHARGES_PER_WINDOW + i + 1))
       // Read meanwhile: the lease's unused units are not counted, its charges are.
-      const total = HOT_CHARGES_PER_CALL + 100
+      const total = HOT_CHARGES_PER_WINDOW + 100
       expect(await store.read(21, NOON)).toMatchObject({ used: total, byKey: new Map([[1, total / 2], [2, total / 2]]) })
       // Redis alone counts the whole lease as used until it is handed back.
       expect(Number(await redis.hget('quota:2026-11-20:21', 'used'))).toBeGreaterThan(total)
@@ -230,11 +230,31 @@ describe('quota stores', () => {
     test.skipIf(!TEST_REDIS_URL)('a lease ends on its own within a second and gives back what it did not use', async () => {
       const redis = (await testRedis())!
       const store = redisQuotaStore(redis)
-      await burst(store, 22, HOT_CHARGES_PER_CALL, 100_000)
+      await burst(store, 22, HOT_CHARGES_PER_WINDOW, 100_000)
       await leased(redis, 22)
       await charge(store, 22, 1, 100_000)
       await Bun.sleep(LEASE_LIFETIME_MS)
-      expect(await redis.hgetall('quota:2026-11-20:22')).toEqual({ used: String(HOT_CHARGES_PER_CALL + 1), 'k:1': '5', 'k:2': '4' })
+      const half = HOT_CHARGES_PER_WINDOW / 2
+      expect(await redis.hgetall('quota:2026-11-20:22')).toEqual({ used: String(HOT_CHARGES_PER_WINDOW + 1), 'k:1': String(half + 1), 'k:2': String(half) })
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('an account charged steadily, one charge per call, leases once it passes the hot rate; one charged slowly never does', async () => {
+      const redis = (await testRedis())!
+      const store = redisQuotaStore(redis)
+      const leaseFields = async (accountId: number) =>
+        Object.keys(await redis.hgetall(`quota:2026-11-20:${accountId}`)).filter((field) => field.startsWith(LEASE_FIELD_PREFIX))
+      // One at a time: every call carries a single charge, as with many accounts sharing a node.
+      for (let i = 0; i < HOT_CHARGES_PER_WINDOW - 1; i++) await charge(store, 28, 1, 100_000)
+      expect(await leaseFields(28)).toEqual([])
+      await charge(store, 28, 1, 100_000)
+      await leased(redis, 28)
+      // A slow account: under the hot rate within each window, so every charge goes to Redis.
+      for (let i = 0; i < HOT_CHARGES_PER_WINDOW - 1; i++) await charge(store, 29, 1, 100_000)
+      await Bun.sleep(HOT_WINDOW_MS)
+      await charge(store, 29, 1, 100_000)
+      expect(await leaseFields(29)).toEqual([])
+      await store.close()
+      expect(await redis.hget('quota:2026-11-20:28', 'used')).toBe(String(HOT_CHARGES_PER_WINDOW))
     })
 
     test.skipIf(!TEST_REDIS_URL)('two nodes: a charge that would be refused while the other node holds a lease waits for its unused units, so exactly the quota is admitted', async () => {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { utcDate } from '../../shared/clock'
+import { utcDate, utcDay } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
-import { HOT_CHARGES_PER_CALL, LEASE_WAIT_LUA, leaseWorthAsking, quotaLeases } from './quota-leases'
+import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_WAIT_LUA, leaseWorthAsking, quotaLeases } from './quota-leases'
 
 /**
  * Daily quota counters (DESIGN decision 5): per account and UTC day, the units used, the requests
@@ -52,7 +52,7 @@ export interface QuotaStore {
 
 /** The next 00:00 UTC after `now`: when counters reset. */
 export function nextUtcMidnight(now: Date): Date {
-  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
+  return new Date(utcDay(now).end)
 }
 
 /** Counters outlive their day by this much, so a late flush or a usage read at 00:00:01 still finds them. */
@@ -169,7 +169,7 @@ const KEY_FIELD_PREFIX = 'k:'
 const keyField = (keyId: number) => `${KEY_FIELD_PREFIX}${keyId}`
 
 function ttlSeconds(now: Date): number {
-  return Math.ceil((nextUtcMidnight(now).getTime() - now.getTime()) / 1000) + RETENTION_AFTER_DAY_S
+  return Math.ceil((utcDay(now).end - now.getTime()) / 1000) + RETENTION_AFTER_DAY_S
 }
 
 function parseCounters(hash: Record<string, string>): DayCounters {
@@ -252,10 +252,13 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
   // parsing, timer and promise and Redis's script run and socket work cost more than the rest of
   // the key guard, so under load fewer, larger calls are what keeps the guard cheap
   // (docs/decisions.md, "Group commit of charges"); when idle, a charge goes at the end of its own
-  // turn. An account with
-  // HOT_CHARGES_PER_CALL admitted charges in one call, and enough left, is charged often enough to
-  // lease its quota (quota-leases.ts); one refused over its quota never asks.
+  // turn. An account with HOT_CHARGES_PER_WINDOW admitted charges within HOT_WINDOW_MS, and enough
+  // left, is charged often enough to lease its quota (quota-leases.ts); one refused over its quota
+  // never asks.
   let queue: QueuedCharge[] = []
+  /** Admitted charges per day hash since `recentSince` (a tumbling window): who is hot. */
+  const recent = new Map<string, number>()
+  let recentSince = 0
   let sending = false
   let scheduled = false
   /** Charges of accounts whose lease request is out, held until it is answered (see `leases.request`). */
@@ -339,8 +342,13 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
       .tcgChargeQuotaBatch(keys.length, ...keys, ...args)
       .then(
         (pairs) => {
-          // Per account: its admitted charges in this call and the last `used`, to see if it is worth a lease.
-          const admitted = new Map<string, { count: number; used: number; queued: QueuedCharge }>()
+          // Per account: its last admitted charge in this call, to see if it is worth a lease.
+          const admitted = new Map<string, { used: number; queued: QueuedCharge }>()
+          const now = performance.now()
+          if (now - recentSince >= HOT_WINDOW_MS) {
+            recent.clear()
+            recentSince = now
+          }
           batch.forEach((queued, i) => {
             const [flagged, value] = [pairs[2 * i]!, pairs[2 * i + 1]!]
             if (flagged === MISSING) {
@@ -351,15 +359,12 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
             if (status === WAIT) return void setTimeout(() => dispatch(queued), Math.min(value, MAX_LEASE_WAIT_MS))
             queued.resolve({ admitted: status === ADMITTED, used: value })
             if (status !== ADMITTED) return
-            const seen = admitted.get(queued.key)
-            if (seen) {
-              seen.count++
-              seen.used = value
-            } else admitted.set(queued.key, { count: 1, used: value, queued })
+            recent.set(queued.key, (recent.get(queued.key) ?? 0) + 1)
+            admitted.set(queued.key, { used: value, queued })
           })
-          for (const [key, { count, used, queued }] of admitted) {
+          for (const [key, { used, queued }] of admitted) {
             const [, limit] = queued.args
-            if (count >= HOT_CHARGES_PER_CALL && leaseWorthAsking(used, limit)) requestLease(key, limit, queued.ttl)
+            if (recent.get(key)! >= HOT_CHARGES_PER_WINDOW && leaseWorthAsking(used, limit)) requestLease(key, limit, queued.ttl)
           }
         },
         (error) => batch.forEach((queued) => queued.reject(error)),

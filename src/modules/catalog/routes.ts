@@ -7,6 +7,7 @@ import { NOT_MODIFIED, snapshotResponse } from '../prices/respond'
 import type { SnapshotStore } from '../snapshot/store'
 import { models } from '../../shared/models-plugin'
 import { createReadCache } from '../../shared/read-cache'
+import { JSON_CONTENT_TYPE } from '../../shared/http'
 import {
   Card,
   CardWithPrice,
@@ -58,13 +59,16 @@ const PUBLIC_CACHE_TTL_MS = 5_000
 export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
   const deps = { db: auth.db }
   const cache = createReadCache(PUBLIC_CACHE_TTL_MS)
+  // Serialised once per read, not per request: the cached bytes go out as they are until they expire.
+  const cachedJson = (key: string, load: () => Promise<unknown>) =>
+    cache.get(key, async () => Buffer.from(JSON.stringify(await load()))).then((bytes) => new Response(bytes, { headers: { 'content-type': JSON_CONTENT_TYPE } }))
   return new Elysia({ name: 'catalog-routes' })
     .use(models)
     .use(authGuard(auth))
     .model({ Game, SetSummary, SetDetail, Card, Price, CardWithPrice, PriceRow })
     .get('/v1/games', ({ query }) => {
       const page = toPage(query)
-      return cache.get(`games:${page.page}:${page.perPage}`, () => listGames(deps.db, page))
+      return cachedJson(`games:${page.page}:${page.perPage}`, () => listGames(deps.db, page))
     }, {
       query: PaginationQuery,
       response: {
@@ -73,7 +77,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       },
       detail: { tags: ['Games'], summary: 'List games', description: 'Every supported game, major games first.' },
     })
-    .get('/v1/games/:slug', ({ params }) => cache.get(`game:${params.slug}`, () => getGame(deps.db, params.slug)), {
+    .get('/v1/games/:slug', ({ params }) => cachedJson(`game:${params.slug}`, () => getGame(deps.db, params.slug)), {
       params: GameSlugParams,
       response: { 200: Type.Object({ data: Type.Ref('Game') }), 400: 'Error', 404: 'Error' },
       detail: {
@@ -84,7 +88,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
     })
     .get('/v1/games/:slug/sets', ({ params, query }) => {
       const page = toPage(query)
-      return cache.get(`sets:${params.slug}:${page.page}:${page.perPage}`, () => listGameSets(deps.db, params.slug, page))
+      return cachedJson(`sets:${params.slug}:${page.page}:${page.perPage}`, () => listGameSets(deps.db, params.slug, page))
     }, {
       params: GameSlugParams,
       query: PaginationQuery,
@@ -164,7 +168,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       // (a handler taking the whole context had every request's cookies parsed, 16% of its CPU).
       async ({ request, set, params, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse({ request, set }, snapshot, getCardPrices(snapshot, params.id, query.printing), { msgpack: false })
+        return snapshotResponse({ request, set }, snapshot, () => getCardPrices(snapshot, params.id, query.printing), { msgpack: false, remember: true })
       },
       {
         apiKey: { needs: 'catalog' },

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { Packr } from 'msgpackr'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
+import type { RateLimit } from '../../shared/model'
 import { rateLimitOf } from '../auth/guard'
 import type { PriceSnapshot } from '../snapshot/snapshot'
 
@@ -72,7 +73,8 @@ const UNCORKED_FROM_BYTES = 16_384 - 1_024
 
 /** A 200 with this body, as a one-chunk stream when Bun would write a buffered body piecemeal. */
 export function bytesResponse(body: Uint8Array | string, headers: Record<string, string>): Response {
-  const size = typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: a short string needs no counting.
+  const size = typeof body === 'string' ? (body.length * 3 < UNCORKED_FROM_BYTES ? 0 : Buffer.byteLength(body)) : body.byteLength
   if (size < UNCORKED_FROM_BYTES) return new Response(body, { headers })
   const bytes = typeof body === 'string' ? Buffer.from(body) : body
   const stream = new ReadableStream<Uint8Array>({
@@ -97,11 +99,44 @@ export interface SerialisedBody<Data> {
   meta?: object
 }
 
+const pathAndQueryOf = (url: string) => url.slice(url.indexOf('/', url.indexOf('//') + 2))
+
 /** The weak ETag of a snapshot answer: the snapshot version, the format, the path with its query. */
 export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack', url: string): string {
-  const pathAndQuery = url.slice(url.indexOf('/', url.indexOf('//') + 2))
-  return `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQuery}`).toString(36)}"`
+  return `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQueryOf(url)}`).toString(36)}"`
 }
+
+/** A JSON answer up to its `rate_limit`, the one part that differs between two requests for the same path and query. */
+interface RememberedAnswer {
+  etag: string
+  /** `{"data":…` with `meta` when there is one, without the closing brace, as UTF-8. */
+  head: Buffer
+}
+
+/**
+ * The head's bytes, then the tail's: a copy of bytes, where a string answer would be measured and
+ * encoded to UTF-8 again on every request (most of an 8 kB movers answer's cost). `tail` is ASCII.
+ */
+function withTail(head: Buffer, tail: string): Buffer {
+  const bytes = Buffer.allocUnsafe(head.byteLength + tail.length)
+  head.copy(bytes)
+  bytes.write(tail, head.byteLength, 'latin1')
+  return bytes
+}
+
+/** Answers each snapshot keeps, by path and query: the few hundred kB that the busiest cards and movers lists take. */
+const ANSWERS_KEPT = 4_096
+const rememberedAnswers = new WeakMap<PriceSnapshot, Map<string, RememberedAnswer>>()
+
+function answersOf(snapshot: PriceSnapshot): Map<string, RememberedAnswer> {
+  let answers = rememberedAnswers.get(snapshot)
+  if (!answers) rememberedAnswers.set(snapshot, (answers = new Map()))
+  return answers
+}
+
+/** `rate_limit` as JSON: three numbers and an ISO 8601 instant, which need no escaping. */
+const rateLimitJson = (rateLimit: RateLimit) =>
+  `{"daily_limit":${rateLimit.daily_limit},"daily_remaining":${rateLimit.daily_remaining},"daily_reset":"${rateLimit.daily_reset}"}`
 
 /**
  * A response answered from the price snapshot. Its weak ETag names the snapshot version, the path
@@ -109,33 +144,56 @@ export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack'
  * snapshot (weak: `rate_limit` in the body differs from one request to the next). JSON by default,
  * msgpack on request where `msgpack` is allowed. The body carries `rate_limit` like any key-guarded
  * route's (the guard adds it to plain objects only).
+ *
+ * `body` is only called when needed: with `remember`, a JSON answer is kept for the snapshot's life
+ * by its path and query (the same request asks for the same answer until the snapshot changes),
+ * and the next request for it only adds its own `rate_limit`. For routes whose answers clients ask
+ * for again and again (a card's prices, a movers list), not for those whose queries rarely repeat.
  */
 export function snapshotResponse<Data>(
   context: { request: Request; set: { headers: Record<string, string | number> } },
   snapshot: PriceSnapshot,
-  body: SnapshotBody<Data> | SerialisedBody<Data>,
-  options: { msgpack: boolean },
+  body: () => SnapshotBody<Data> | SerialisedBody<Data>,
+  options: { msgpack: boolean; remember?: boolean },
 ) {
   const { request, set } = context
   const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
-  const etag = snapshotEtag(snapshot, format, request.url)
+  const remember = options.remember === true && format === 'json'
+  const pathAndQuery = pathAndQueryOf(request.url)
+  let answer = remember ? answersOf(snapshot).get(pathAndQuery) : undefined
+  // Built before the 304 check, so a request the route refuses (404, 400) is refused whatever it sends as If-None-Match.
+  const built = answer ? undefined : body()
+  const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url)
   const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
   if (options.msgpack) headers.vary = 'Accept'
   // The guard's X-RateLimit-* headers travel in this Response: Elysia copies a returned Response
   // into a new one whenever `set.headers` is not empty, an extra pass over the body.
-  for (const [name, value] of Object.entries(set.headers)) {
-    headers[name] = String(value)
+  for (const name in set.headers) {
+    headers[name] = String(set.headers[name])
     delete set.headers[name]
   }
   if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
-  const rateLimit = rateLimitOf(request)
+  const rateLimit = rateLimitOf(request)!
   if (format === 'msgpack') {
     headers['content-type'] = MSGPACK
-    const data = 'json' in body ? body.rows() : body.data
-    return bytesResponse(packr.pack({ data, ...(body.meta && { meta: body.meta }), rate_limit: rateLimit }), headers)
+    const data = 'json' in built! ? built.rows() : built!.data
+    return bytesResponse(packr.pack({ data, ...(built!.meta && { meta: built!.meta }), rate_limit: rateLimit }), headers)
   }
   headers['content-type'] = JSON_CONTENT_TYPE
-  const meta = body.meta ? `,"meta":${JSON.stringify(body.meta)}` : ''
-  const tail = `${meta},"rate_limit":${JSON.stringify(rateLimit)}}`
-  return bytesResponse('json' in body ? body.json('{"data":', tail) : `{"data":${JSON.stringify(body.data)}${tail}`, headers)
+  const tail = `,"rate_limit":${rateLimitJson(rateLimit)}}`
+  if (answer) return bytesResponse(withTail(answer.head, tail), headers)
+  const meta = built!.meta ? `,"meta":${JSON.stringify(built!.meta)}` : ''
+  // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
+  if ('json' in built! && !remember) return bytesResponse(built.json('{"data":', meta + tail), headers)
+  let json: string
+  if ('json' in built!) {
+    const serialised = built.json('{"data":', meta)
+    json = typeof serialised === 'string' ? serialised : new TextDecoder().decode(serialised)
+  } else json = `{"data":${JSON.stringify(built!.data)}${meta}`
+  if (!remember) return bytesResponse(json + tail, headers)
+  const answers = answersOf(snapshot)
+  if (answers.size >= ANSWERS_KEPT) answers.delete(answers.keys().next().value!)
+  answer = { etag, head: Buffer.from(json) }
+  answers.set(pathAndQuery, answer)
+  return bytesResponse(withTail(answer.head, tail), headers)
 }

@@ -33,7 +33,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       // (a handler taking the whole context had every request's cookies parsed).
       async ({ request, set, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse({ request, set }, snapshot, bulkPrices(snapshot, query.ids), { msgpack: true })
+        return snapshotResponse({ request, set }, snapshot, () => bulkPrices(snapshot, query.ids), { msgpack: true })
       },
       {
         apiKey: { needs: 'bulk_read' },
@@ -61,7 +61,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       '/v1/prices/top-movers',
       async ({ request, set, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse({ request, set }, snapshot, topMovers(snapshot, query), { msgpack: false })
+        return snapshotResponse({ request, set }, snapshot, () => topMovers(snapshot, query), { msgpack: false, remember: true })
       },
       {
         apiKey: { needs: 'catalog' },
@@ -88,7 +88,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       '/v1/prices/changes',
       async ({ request, set, query }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse({ request, set }, snapshot, priceChanges(snapshot, query), { msgpack: true })
+        return snapshotResponse({ request, set }, snapshot, () => priceChanges(snapshot, query), { msgpack: true })
       },
       {
         apiKey: { needs: 'bulk_read' },

@@ -1,0 +1,184 @@
+/**
+ * Load generation judged on the server's own CPU (DESIGN section 6): a run sends requests from a
+ * list (each its own path and headers, cycled) at a fixed concurrency and reads the server
+ * process's user + system CPU time from /proc around it, so a ratio between two servers is CPU per
+ * request, whatever the client could push. wrk (Debian package `wrk`) when it is installed, since
+ * autocannon on the same two cores caps a bare Bun.serve near 60% of what wrk reaches; autocannon
+ * otherwise, and the run says which.
+ */
+import { rmSync } from 'node:fs'
+import autocannon from 'autocannon'
+import { processCpuTimes } from './database'
+
+export interface BenchRequest {
+  path: string
+  headers?: Record<string, string>
+}
+
+export interface LoadOptions {
+  /** The server's origin, `http://127.0.0.1:port`. */
+  url: string
+  /** The process answering, whose CPU is measured. */
+  pid: number
+  requests: BenchRequest[]
+  connections: number
+  seconds: number
+  /** Stop after about this many responses (a hot account has one quota): the run ends at whichever comes first. */
+  maxRequests?: number
+}
+
+export interface LoadRun {
+  tool: 'wrk' | 'autocannon'
+  requests: number
+  seconds: number
+  rps: number
+  /** Latency percentiles, ms. */
+  p50: number
+  p99: number
+  /** Server CPU time (user + system) per request, in µs. */
+  cpuPerRequestUs: number
+  /** The system (kernel) part of it, µs. */
+  systemPerRequestUs: number
+  /** Server CPU seconds over wall seconds: about 1 when a single-threaded server was saturated. */
+  cpuBusy: number
+  /** Stopped at `maxRequests` before its duration: wrk still counts the whole duration, so `rps` reads low. */
+  capped: boolean
+}
+
+let wrkPath: string | null | undefined
+/** wrk's path, or null when it is not installed. */
+export function wrkInstalled(): string | null {
+  wrkPath ??= Bun.which('wrk')
+  return wrkPath
+}
+
+const WRK_THREADS = 1
+
+/** A Lua string literal. */
+const lua = (text: string) => `"${text.replace(/[\\"]/g, (c) => `\\${c}`).replace(/\n/g, '\\n')}"`
+
+/**
+ * The wrk script: every request pre-formatted in init (the cheap way, per wrk's SCRIPTING), picked
+ * in turn; a thread stops after its share of `maxRequests`; `done` prints one JSON line.
+ */
+function wrkScript(requests: BenchRequest[], perThread: number | undefined): string {
+  const formatted = requests.map(({ path, headers = {} }) => {
+    const table = Object.entries(headers).map(([name, value]) => `[${lua(name)}] = ${lua(value)}`)
+    return `wrk.format("GET", ${lua(path)}, { ${table.join(', ')} })`
+  })
+  return `
+local list = {}
+local count = 0
+local next = 0
+init = function(args)
+  ${formatted.map((request) => `list[#list + 1] = ${request}`).join('\n  ')}
+  next = math.random(#list) - 1
+end
+request = function()
+  next = next % #list + 1
+  return list[next]
+end
+${
+  perThread === undefined
+    ? ''
+    : `response = function(status, headers, body)
+  count = count + 1
+  if count >= ${perThread} then wrk.thread:stop() end
+end`
+}
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK {"requests":%d,"duration_us":%d,"p50_us":%d,"p99_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), e.connect, e.read, e.write, e.status, e.timeout))
+end
+`
+}
+
+async function runWrk(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped'>> {
+  const script = `/tmp/tcg-bench-${process.pid}-${Bun.hash(JSON.stringify(options.requests)).toString(36)}.lua`
+  const perThread = options.maxRequests === undefined ? undefined : Math.ceil(options.maxRequests / WRK_THREADS)
+  await Bun.write(script, wrkScript(options.requests, perThread))
+  try {
+    const child = Bun.spawn(
+      [wrkInstalled()!, `-t${WRK_THREADS}`, `-c${options.connections}`, `-d${options.seconds}s`, '--timeout', '5s', '-s', script, options.url],
+      { stdout: 'pipe', stderr: 'pipe' },
+    )
+    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+    const line = /^WRK (.*)$/m.exec(out)?.[1]
+    if (code !== 0 || line === undefined) throw new Error(`wrk failed (${code}): ${err}${out}`)
+    const result = JSON.parse(line) as Record<string, number>
+    const failures = ['connect', 'read', 'write', 'status', 'timeout'].filter((name) => result[name]! > 0)
+    if (failures.length > 0) throw new Error(`${options.url}: ${failures.map((name) => `${result[name]} ${name} errors`).join(', ')}`)
+    const seconds = result.duration_us! / 1e6
+    return { tool: 'wrk', requests: result.requests!, seconds, rps: result.requests! / seconds, p50: result.p50_us! / 1000, p99: result.p99_us! / 1000 }
+  } finally {
+    rmSync(script, { force: true })
+  }
+}
+
+function runAutocannon(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped'>> {
+  let next = Math.floor(Math.random() * options.requests.length)
+  const started = performance.now()
+  let last = started
+  return new Promise((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: options.url,
+        connections: options.connections,
+        ...(options.maxRequests === undefined ? { duration: options.seconds } : { amount: options.maxRequests }),
+        requests: [
+          {
+            setupRequest: (request) => {
+              const chosen = options.requests[next++ % options.requests.length]!
+              return { ...request, path: chosen.path, headers: { ...request.headers, ...chosen.headers } }
+            },
+          },
+        ],
+      },
+      (error, result) => {
+        if (error) return reject(error)
+        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+          return reject(new Error(`${options.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
+        }
+        const seconds = (last - started) / 1000
+        const requests = result.requests.total
+        resolve({ tool: 'autocannon', requests, seconds, rps: requests / seconds, p50: result.latency.p50, p99: result.latency.p99 })
+      },
+    )
+    instance.on('response', () => {
+      last = performance.now()
+    })
+  })
+}
+
+/** One run against `options.url`, with the answering process's CPU per request. Throws on any error or non-2xx answer. */
+export async function load(options: LoadOptions): Promise<LoadRun> {
+  const before = processCpuTimes(options.pid)
+  const wallBefore = performance.now()
+  const run = await (wrkInstalled() ? runWrk(options) : runAutocannon(options))
+  const after = processCpuTimes(options.pid)
+  const wall = (performance.now() - wallBefore) / 1000
+  const system = after.system - before.system
+  const cpu = after.user - before.user + system
+  const capped = options.maxRequests !== undefined && run.requests >= options.maxRequests
+  return { ...run, capped, cpuPerRequestUs: (cpu / run.requests) * 1e6, systemPerRequestUs: (system / run.requests) * 1e6, cpuBusy: cpu / wall }
+}
+
+/** Back-to-back runs as one: totals summed, CPU per request over all requests, the worst p50 and p99. */
+export function combineRuns(runs: LoadRun[]): LoadRun {
+  const requests = runs.reduce((sum, r) => sum + r.requests, 0)
+  const seconds = runs.reduce((sum, r) => sum + r.seconds, 0)
+  const weighted = (field: 'cpuPerRequestUs' | 'systemPerRequestUs') => runs.reduce((sum, r) => sum + r[field] * r.requests, 0) / requests
+  return {
+    tool: runs[0]!.tool,
+    requests,
+    seconds,
+    rps: requests / seconds,
+    p50: Math.max(...runs.map((r) => r.p50)),
+    p99: Math.max(...runs.map((r) => r.p99)),
+    cpuPerRequestUs: weighted('cpuPerRequestUs'),
+    systemPerRequestUs: weighted('systemPerRequestUs'),
+    cpuBusy: Math.min(...runs.map((r) => r.cpuBusy)),
+    capped: runs.some((r) => r.capped),
+  }
+}
