@@ -141,6 +141,54 @@ function detail(scenario: string, measured: Measured) {
 }
 
 const budgets: BudgetRow[] = []
+const breakdownRows: string[] = []
+
+/**
+ * Where a keyed card-prices request's CPU goes: the same bytes through each layer in turn (see
+ * bench/breakdown-server.ts), then the real route. Reported, not judged.
+ */
+async function breakdown() {
+  console.error('breakdown: preparing')
+  const keys = await Promise.all(Array.from({ length: ACCOUNTS }, () => accounts.freshKey()))
+  const path = `/v1/cards/${cardIds[0]}/prices`
+  const response = await fetch(service.url + path, { headers: keyHeaders(keys[0]!) })
+  const file = `/tmp/tcg-bench-${process.pid}-breakdown.json`
+  await Bun.write(file, await response.arrayBuffer())
+  const env = { ...process.env, DATABASE_URL, REDIS_URL, REDIS_KEY_PREFIX: accounts.redisPrefix, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' }
+  const servers = {
+    bare: await spawnUntilListening(['bench/baseline-server.ts', file, '0'], env),
+    elysia: await spawnUntilListening(['bench/breakdown-server.ts', file, 'elysia'], env),
+    app: await spawnUntilListening(['bench/breakdown-server.ts', file, 'app'], env),
+  }
+  rmSync(file, { force: true })
+  const keyed = (target: string) => keys.map((key) => ({ path: target, headers: keyHeaders(key) }))
+  const layers: { name: string; server: Listening; requests: BenchRequest[] }[] = [
+    { name: 'bare Bun.serve', server: servers.bare, requests: keyed('/') },
+    { name: 'a bare Elysia route', server: servers.elysia, requests: keyed('/bench/fixed') },
+    { name: "the service's app, an open route (global hooks, routing among every route)", server: servers.app, requests: keyed('/bench/open') },
+    { name: 'the same behind the key guard (key check, quota, usage, rate-limit headers)', server: servers.app, requests: keyed('/bench/keyed') },
+    { name: 'GET /v1/cards/:id/prices (validation, snapshot answer, ETag)', server: service, requests: keyed(path) },
+  ]
+  try {
+    const cpu = layers.map(() => [] as number[])
+    for (const layer of layers) await load({ url: layer.server.url, pid: layer.server.child.pid, requests: layer.requests, connections: CONNECTIONS, seconds: WARMUP_SECONDS })
+    for (let round = 1; round <= ROUNDS; round++) {
+      console.error(`breakdown: round ${round} of ${ROUNDS}`)
+      for (const [i, layer] of layers.entries()) {
+        const run = await load({ url: layer.server.url, pid: layer.server.child.pid, requests: layer.requests, connections: CONNECTIONS, seconds: SECONDS })
+        cpu[i]!.push(run.cpuPerRequestUs)
+      }
+    }
+    let previous = 0
+    for (const [i, layer] of layers.entries()) {
+      const us = median(cpu[i]!)
+      breakdownRows.push(`| ${layer.name} | ${us.toFixed(1)} | ${i === 0 ? '–' : `+${(us - previous).toFixed(1)}`} |`)
+      previous = us
+    }
+  } finally {
+    for (const server of Object.values(servers)) await stop(server)
+  }
+}
 const loadBefore = loadavg()
 console.error('starting the service')
 // The every-minute condition re-crawl is background work, not the requests' own: it would land in whichever run it overlaps.
@@ -219,6 +267,7 @@ try {
       for (const { server } of yardsticks) await stop(server)
     }
   }
+  if (!ONLY || 'breakdown'.includes(ONLY)) await breakdown()
 } finally {
   await stop(service)
   await accounts.cleanup(REDIS_URL)
@@ -235,5 +284,11 @@ console.log(
 console.log('| path | server | CPU µs/request | of it system | req/s | p99 ms | CPU busy (min) |')
 console.log('|---|---|---|---|---|---|---|')
 for (const row of detailRows) console.log(row)
+if (breakdownRows.length > 0) {
+  console.log(`\nWhere a keyed request's CPU goes: one card's prices answer (same bytes) through each layer, keys of ${ACCOUNTS} accounts\n`)
+  console.log('| layer | CPU µs/request | over the layer before |')
+  console.log('|---|---|---|')
+  for (const row of breakdownRows) console.log(row)
+}
 console.log('')
 process.exit(reportBudgets(budgets) ? 0 : 1)

@@ -5,17 +5,19 @@
  * `GET /v1/prices/top-movers` (8 query variants), through the real service with the Redis quota
  * store, each against a bare Bun.serve answering the same paths with the service's responses to
  * them (same bytes), each in its own process, measured by autocannon from this one, in the same
- * run, in alternating rounds (the median round is judged). Without a budget, the same bulk requests answered straight from PostgreSQL
+ * run, in alternating rounds (the median round is reported). Without a budget, the same bulk requests answered straight from PostgreSQL
  * (bench/bulk-from-postgres-server.ts) show what the snapshot buys.
  *
  *   BENCH_LARGE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large \
  *   BENCH_REDIS_URL=redis://127.0.0.1:6379 bun bench/snapshot.bench.ts
  *
- * Seeds the `large` demo catalog on its first run (about 15 minutes). Exits 1 if a budget fails.
+ * Seeds the `large` demo catalog on its first run (about 15 minutes). Exits 1 if a budget fails:
+ * the build time, the RSS and the routes' p99.
  *
  * autocannon runs in this process, on the same cores as the service, the yardstick, PostgreSQL and
  * Redis (2 cores on every machine it has run on): the bare Bun.serve figure is bounded by autocannon as much as
- * by the server, which is why budgets are ratios taken in the same run.
+ * by the server, so the req/s ratios are reported, not judged. bench/hot-path.bench.ts judges the
+ * ratios between servers on server CPU per request, which the client does not cap.
  */
 import { readFileSync, rmSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
@@ -24,6 +26,7 @@ import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
 import { benchAccounts, loadPaths, prepareBenchDatabase, type Run, spawnBenchService } from './database'
+import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -77,13 +80,12 @@ const moverPaths = [
 ]
 
 /**
- * Budgets as data (DESIGN section 6), all at 50 connections. `minRatio` is the service's req/s
- * over the bare Bun.serve's, answering the same paths with the same bodies, in the same run.
+ * Budgets as data (DESIGN section 6), all at 50 connections. Every scenario with a yardstick also
+ * reports the service's req/s over the yardstick's, in the same run.
  */
 interface Scenario {
   name: string
   paths: string[]
-  minRatio?: number
   p99Ms?: number
   /** Measured against this server instead of the service, without a key and without a yardstick. */
   server?: 'postgres'
@@ -94,9 +96,9 @@ interface Scenario {
   yardstick?: 'route work'
 }
 const SCENARIOS: Scenario[] = [
-  { name: 'GET /v1/cards/:id/prices', paths: cardIds.map((id) => `/v1/cards/${id}/prices`), minRatio: 0.5, p99Ms: 10 },
-  { name: 'GET /v1/bulk/prices', paths: bulkPaths, minRatio: 0.6, p99Ms: 20 },
-  { name: 'GET /v1/prices/top-movers', paths: moverPaths, minRatio: 0.5 },
+  { name: 'GET /v1/cards/:id/prices', paths: cardIds.map((id) => `/v1/cards/${id}/prices`), p99Ms: 10 },
+  { name: 'GET /v1/bulk/prices', paths: bulkPaths, p99Ms: 20 },
+  { name: 'GET /v1/prices/top-movers', paths: moverPaths },
   // No budget: how much of the bulk gap is the route's own work (joining 500 rows) rather than what surrounds it.
   { name: 'GET /v1/bulk/prices against its own work alone', paths: bulkPaths, yardstick: 'route work' },
   { name: 'GET /v1/bulk/prices straight from PostgreSQL', paths: bulkPaths, server: 'postgres' },
@@ -123,8 +125,8 @@ const bulkRows = (body: { data: Record<string, unknown>[] }) => JSON.stringify(b
 console.error('starting the service')
 const loadBefore = loadavg()
 const rows: string[] = []
+const budgets: BudgetRow[] = []
 const comparison: { snapshot?: Run; postgres?: Run } = {}
-let failed = false
 const app = await spawnBenchService(DATABASE_URL, REDIS_URL, redisPrefix)
 const builtLog = app.lines.find((line) => line.msg === 'price snapshot built')
 type SnapshotStatus = { build_ms: number; cards: number; prices: number } | null
@@ -151,7 +153,7 @@ try {
         const run = await loadPaths(pg.url, scenario.paths, REQUESTS, CONNECTIONS)
         comparison.postgres = run
         rows.push(
-          `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | - | ${run.result.latency.p50} | ${run.result.latency.p99} | ${Math.round(run.rps)} | - | - | - | (none) | | ${Math.round(run.autocannonRps)} / - | ${percent(run.steal)} / - |`,
+          `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | - | ${run.result.latency.p50} | ${run.result.latency.p99} | ${Math.round(run.rps)} | - | - | - | ${Math.round(run.autocannonRps)} / - | ${percent(run.steal)} / - |`,
         )
       } finally {
         pg.child.kill()
@@ -195,16 +197,26 @@ try {
       const { bare, ours, ratio } = byRatio[Math.floor((byRatio.length - 1) / 2)]!
       const p99 = median(rounds.map((r) => r.ours.result.latency.p99))
       if (scenario.name === 'GET /v1/bulk/prices') comparison.snapshot = ours
-      const pass = (scenario.minRatio === undefined || ratio >= scenario.minRatio) && (scenario.p99Ms === undefined || p99 <= scenario.p99Ms)
-      failed ||= !pass
-      const budget = [scenario.minRatio !== undefined && `≥ ${scenario.minRatio.toFixed(2)} × bare`, scenario.p99Ms !== undefined && `p99 ≤ ${scenario.p99Ms} ms`]
-        .filter(Boolean)
-        .join(', ') || '(none)'
-      const verdict = budget === '(none)' ? 'reported' : pass ? 'PASS' : 'FAIL'
       const spread = `${byRatio[0]!.ratio.toFixed(2)}–${byRatio.at(-1)!.ratio.toFixed(2)}`
+      const roundsP99 = rounds.map((r) => r.ours.result.latency.p99).join(', ')
+      budgets.push({
+        bench: 'snapshot',
+        measure: `${scenario.name}: req/s ratio (autocannon, client-bound; the CPU ratio is judged by hot-path), median of ${ROUNDS} rounds`,
+        value: `${ratio.toFixed(2)}× the ${scenario.yardstick === 'route work' ? 'route-work server' : 'bare Bun.serve'}'s (rounds ${spread})`,
+        budget: 'reported',
+      })
+      if (scenario.p99Ms !== undefined) {
+        budgets.push({
+          bench: 'snapshot',
+          measure: `${scenario.name}: latency at ${CONNECTIONS} connections, median of ${ROUNDS} rounds`,
+          value: `${p99} ms p99 (rounds ${roundsP99})`,
+          budget: `≤ ${scenario.p99Ms} ms p99`,
+          pass: p99 <= scenario.p99Ms,
+        })
+      }
       rows.push(
-        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.result.latency.p50} | ${p99} (${rounds.map((r) => r.ours.result.latency.p99).join(', ')}) | ${Math.round(ours.rps)} | ` +
-          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ratio.toFixed(2)} (${spread}) | ${budget} | ${verdict} | ` +
+        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.result.latency.p50} | ${p99} (${roundsP99}) | ${Math.round(ours.rps)} | ` +
+          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ratio.toFixed(2)} (${spread}) | ` +
           `${Math.round(ours.autocannonRps)} / ${Math.round(bare.autocannonRps)} (${(ours.autocannonRps / bare.autocannonRps).toFixed(2)}) | ` +
           `${percent(ours.steal)} / ${percent(bare.steal)} |`,
       )
@@ -226,10 +238,6 @@ const built = snapshot!
 const printings = built.prices
 const buildMs = built.build_ms
 const extrapolatedMs = (buildMs * BUILD_BUDGET_PRINTINGS) / printings
-const buildPass = extrapolatedMs <= BUILD_BUDGET_MS
-const rssMb = Math.max(afterBuild.rss, afterLoad.rss)
-const rssPass = rssMb <= RSS_BUDGET_MB
-failed ||= !buildPass || !rssPass
 
 const load1 = (l: number[]) => l.map((n) => n.toFixed(2)).join(' ')
 const mb = (n: number) => `${Math.round(n)} MB`
@@ -239,21 +247,40 @@ console.log(
     `Redis quota store, load average ${load1(loadBefore)} before / ${load1(loadavg())} after, ` +
     `${ROUNDS} alternating rounds (yardstick, then service) of ${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up each (PostgreSQL: one run after ${POSTGRES_WARMUP_REQUESTS}), the median round reported, latency in ms (autocannon: whole ms), autocannon in this process on the same cores\n`,
 )
-console.log('| measure | value | budget | result |')
-console.log('|---|---|---|---|')
-console.log(
-  `| snapshot build at start (/ready build_ms; log line ${builtLog?.ms ?? '?'} ms) | ${buildMs} ms for ${built.cards} cards, ${printings} printings | | |`,
+// The build and memory budgets judge the whole process, not one route: they lead, as in the table this bench printed before.
+budgets.unshift(
+  {
+    bench: 'snapshot',
+    measure: `snapshot build at start (/ready build_ms; log line ${builtLog?.ms ?? '?'} ms)`,
+    value: `${buildMs} ms for ${built.cards} cards, ${printings} printings`,
+    budget: 'reported',
+  },
+  {
+    bench: 'snapshot',
+    measure: `snapshot build, linear to ${BUILD_BUDGET_PRINTINGS} printings`,
+    value: `${Math.round(extrapolatedMs)} ms (${buildMs} × ${BUILD_BUDGET_PRINTINGS} / ${printings})`,
+    budget: `≤ ${BUILD_BUDGET_MS} ms`,
+    pass: extrapolatedMs <= BUILD_BUDGET_MS,
+  },
+  {
+    bench: 'snapshot',
+    measure: 'service RSS after the build',
+    value: `${mb(afterBuild.rss)} (peak so far ${mb(afterBuild.peak)})`,
+    budget: `≤ ${RSS_BUDGET_MB} MB`,
+    pass: afterBuild.rss <= RSS_BUDGET_MB,
+  },
+  {
+    bench: 'snapshot',
+    measure: 'service RSS after the load',
+    value: `${mb(afterLoad.rss)} (peak ${mb(afterLoad.peak)})`,
+    budget: `≤ ${RSS_BUDGET_MB} MB`,
+    pass: afterLoad.rss <= RSS_BUDGET_MB,
+  },
 )
 console.log(
-  `| snapshot build, linear to ${BUILD_BUDGET_PRINTINGS} printings | ${Math.round(extrapolatedMs)} ms (${buildMs} × ${BUILD_BUDGET_PRINTINGS} / ${printings}) | ≤ ${BUILD_BUDGET_MS} ms | ${buildPass ? 'PASS' : 'FAIL'} |`,
+  '| path | connections | distinct requests | body bytes, mean (min–max) | p50 | p99, median (each round) | req/s | bare Bun.serve req/s | bare p99 | ratio, median round (all rounds) | req/s by autocannon duration, ours / bare (ratio) | CPU steal during the run, ours / bare |',
 )
-console.log(`| service RSS after the build | ${mb(afterBuild.rss)} (peak so far ${mb(afterBuild.peak)}) | ≤ ${RSS_BUDGET_MB} MB | ${afterBuild.rss <= RSS_BUDGET_MB ? 'PASS' : 'FAIL'} |`)
-console.log(`| service RSS after the load | ${mb(afterLoad.rss)} (peak ${mb(afterLoad.peak)}) | ≤ ${RSS_BUDGET_MB} MB | ${afterLoad.rss <= RSS_BUDGET_MB ? 'PASS' : 'FAIL'} |`)
-console.log('')
-console.log(
-  '| path | connections | distinct requests | body bytes, mean (min–max) | p50 | p99, median (each round) | req/s | bare Bun.serve req/s | bare p99 | ratio, median round (all rounds) | budget | result | req/s by autocannon duration, ours / bare (ratio) | CPU steal during the run, ours / bare |',
-)
-console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|')
 for (const row of rows) console.log(row)
 if (comparison.snapshot && comparison.postgres) {
   const { snapshot: fromSnapshot, postgres } = comparison
@@ -263,4 +290,5 @@ if (comparison.snapshot && comparison.postgres) {
       `${(fromSnapshot.rps / postgres.rps).toFixed(1)}× the throughput, ${(postgres.result.latency.p99 / Math.max(1, fromSnapshot.result.latency.p99)).toFixed(1)}× shorter p99.`,
   )
 }
-process.exit(failed ? 1 : 0)
+console.log('')
+process.exit(reportBudgets(budgets) ? 0 : 1)

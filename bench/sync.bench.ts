@@ -23,6 +23,7 @@ import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
 import { addDays, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { machineCpuSeconds, postgresCpuSeconds } from './database'
+import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_SYNC_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_sync'
 const SCALE = 'large'
@@ -95,7 +96,7 @@ const [{ server_version: postgresVersion }] = (await admin`show server_version`)
 
 const loadBefore = loadavg()
 const database = await openPostgres(DATABASE_URL, { max: 4 })
-let failedBudget = false
+let withinBudgets = false
 try {
   await database.migrate()
   const logger = createLogger('warn')
@@ -142,10 +143,6 @@ try {
 
   const syncTotal = sync.seconds + snapshotSeconds
   const rows = (summary: SyncSummary, stat: string) => summary.games.reduce((sum, game) => sum + (game.stats?.[stat] ?? 0), 0)
-  const verdict = (ok: boolean) => {
-    if (!ok) failedBudget = true
-    return ok ? 'PASS' : 'FAIL'
-  }
   console.log(
     `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
       `load average ${loadBefore[0]!.toFixed(2)} before / ${loadavg()[0]!.toFixed(2)} after`,
@@ -155,19 +152,36 @@ try {
       `sync: ${rows(sync.value, 'prices')} prices, ${rows(sync.value, 'sales_rows')} sales rows, ${sync.value.changes.length} price changes; ` +
       `snapshot: ${snapshot.cardCount} cards, ${snapshot.priceCount} prices\n`,
   )
-  console.log('| measure | value | budget | result |')
-  console.log('|---|---|---|---|')
-  console.log(`| seed with history, every game | ${seed.seconds.toFixed(1)} s (${rows(seed.value, 'history_rows')} history rows) | ≤ ${SEED_BUDGET_S} s | ${verdict(seed.seconds <= SEED_BUDGET_S)} |`)
-  console.log(`| seed peak RSS | ${seed.peakMb.toFixed(0)} MB | — | — |`)
-  console.log(`| seed CPU | ${describeCpu(seed.cpu)} | — | — |`)
-  console.log(`| daily sync CPU | ${describeCpu(sync.cpu)} | — | — |`)
-  console.log(
-    `| daily sync + snapshot rebuild | ${syncTotal.toFixed(1)} s (sync ${sync.seconds.toFixed(1)} s, snapshot ${snapshotSeconds.toFixed(1)} s) | ≤ ${SYNC_BUDGET_S} s | ${verdict(syncTotal <= SYNC_BUDGET_S)} |`,
-  )
-  console.log(`| daily sync + snapshot peak RSS | ${syncPeakMb.toFixed(0)} MB | ≤ ${RSS_BUDGET_MB} MB | ${verdict(syncPeakMb <= RSS_BUDGET_MB)} |`)
+  const budgets: BudgetRow[] = [
+    {
+      bench: 'sync',
+      measure: 'seed with history, every game',
+      value: `${seed.seconds.toFixed(1)} s (${rows(seed.value, 'history_rows')} history rows)`,
+      budget: `≤ ${SEED_BUDGET_S} s`,
+      pass: seed.seconds <= SEED_BUDGET_S,
+    },
+    { bench: 'sync', measure: 'seed peak RSS', value: `${seed.peakMb.toFixed(0)} MB`, budget: 'reported' },
+    { bench: 'sync', measure: 'seed CPU', value: describeCpu(seed.cpu), budget: 'reported' },
+    { bench: 'sync', measure: 'daily sync CPU', value: describeCpu(sync.cpu), budget: 'reported' },
+    {
+      bench: 'sync',
+      measure: 'daily sync + snapshot rebuild',
+      value: `${syncTotal.toFixed(1)} s (sync ${sync.seconds.toFixed(1)} s, snapshot ${snapshotSeconds.toFixed(1)} s)`,
+      budget: `≤ ${SYNC_BUDGET_S} s`,
+      pass: syncTotal <= SYNC_BUDGET_S,
+    },
+    {
+      bench: 'sync',
+      measure: 'daily sync + snapshot peak RSS',
+      value: `${syncPeakMb.toFixed(0)} MB`,
+      budget: `≤ ${RSS_BUDGET_MB} MB`,
+      pass: syncPeakMb <= RSS_BUDGET_MB,
+    },
+  ]
+  withinBudgets = reportBudgets(budgets)
 } finally {
   await database.close()
   if (process.env.BENCH_KEEP !== '1') await admin.unsafe(`drop database if exists ${name}`)
   await admin.end()
 }
-process.exit(failedBudget ? 1 : 0)
+process.exit(withinBudgets ? 0 : 1)

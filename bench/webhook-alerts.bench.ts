@@ -30,6 +30,7 @@ import { evaluateAlerts, webhookAlertHook } from '../src/modules/webhooks/alerts
 import { utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { postgresCpuSeconds, prepareBenchDatabase } from './database'
+import { type BudgetRow, reportBudgets } from './report'
 
 const OWN_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/tcg_bench_webhooks'
 const DATABASE_URL = process.env.BENCH_WEBHOOK_DATABASE_URL ?? OWN_DATABASE_URL
@@ -67,7 +68,7 @@ const loadBefore = loadavg()
 const postgresVersion = await prepareBenchDatabase(DATABASE_URL, SCALE)
 const database = await openPostgres(DATABASE_URL, { max: 4 })
 const { db } = database
-let failed = false
+let withinBudgets = false
 try {
   await db.delete(accounts).where(like(accounts.email, `${EMAIL_PREFIX}%`))
   const [last] = await selectRows<{ at: Date | string }>(db, sql`select max(last_updated_at) as at from card_prices`)
@@ -182,10 +183,6 @@ try {
   const catchUp = await evaluateAlerts(db, { now: syncInstant })
   const catchUpSeconds = (performance.now() - catchUpStarted) / 1000
 
-  const verdict = (ok: boolean) => {
-    if (!ok) failed = true
-    return ok ? 'PASS' : 'FAIL'
-  }
   console.log(
     `\n${cpus().length} cores (${cpus()[0]?.model}), Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
       `load average ${loadBefore[0]!.toFixed(2)} before / ${loadavg()[0]!.toFixed(2)} after`,
@@ -194,19 +191,38 @@ try {
     `sync of ${syncDate}: ${changes.length} price changes on ${hookTime.cards} cards, ${syncSeconds.toFixed(1)} s; ` +
       `hook CPU: PostgreSQL ${hookTime.postgresCpu.toFixed(2)} s, this process ${hookTime.selfCpu.toFixed(2)} s\n`,
   )
-  console.log('| measure | value | budget | result |')
-  console.log('|---|---|---|---|')
-  console.log(`| active webhooks | ${plan.length} (${PER_ACCOUNT} per account) | ${WEBHOOKS} | — |`)
-  const firedOk = reportedByHook.fired === expectedFired && written!.entries === expectedFired
-  console.log(
-    `| fired: reported by the hook / outbox entries (placed to fire) | ${reportedByHook.fired} / ${written!.entries} ` +
-      `(${expectedFired}, ${((100 * expectedFired) / plan.length).toFixed(0)}%) | equal | ${verdict(firedOk)} |`,
-  )
-  console.log(`| re-armed: reported by the hook (placed to re-arm) | ${reportedByHook.rearmed} (${expectedRearmed}) | equal | ${verdict(reportedByHook.rearmed === expectedRearmed)} |`)
-  console.log(`| evaluation after the sync (hook call) | ${hookTime.seconds.toFixed(2)} s | ≤ ${BUDGET_S} s | ${verdict(hookTime.seconds <= BUDGET_S)} |`)
-  console.log(
-    `| full evaluation, nothing due (a new leader's catch-up) | ${catchUpSeconds.toFixed(2)} s, ${catchUp.fired} fired, ${catchUp.rearmed} re-armed | — | ${verdict(catchUp.fired + catchUp.rearmed === 0)} |`,
-  )
+  const budgets: BudgetRow[] = [
+    { bench: 'webhook-alerts', measure: 'active webhooks', value: `${plan.length} (${PER_ACCOUNT} per account)`, budget: `${WEBHOOKS}` },
+    {
+      bench: 'webhook-alerts',
+      measure: 'fired: reported by the hook / outbox entries (placed to fire)',
+      value: `${reportedByHook.fired} / ${written!.entries} (${expectedFired}, ${((100 * expectedFired) / plan.length).toFixed(0)}%)`,
+      budget: 'equal',
+      pass: reportedByHook.fired === expectedFired && written!.entries === expectedFired,
+    },
+    {
+      bench: 'webhook-alerts',
+      measure: 're-armed: reported by the hook (placed to re-arm)',
+      value: `${reportedByHook.rearmed} (${expectedRearmed})`,
+      budget: 'equal',
+      pass: reportedByHook.rearmed === expectedRearmed,
+    },
+    {
+      bench: 'webhook-alerts',
+      measure: 'evaluation after the sync (hook call)',
+      value: `${hookTime.seconds.toFixed(2)} s`,
+      budget: `≤ ${BUDGET_S} s`,
+      pass: hookTime.seconds <= BUDGET_S,
+    },
+    {
+      bench: 'webhook-alerts',
+      measure: "full evaluation, nothing due (a new leader's catch-up)",
+      value: `${catchUpSeconds.toFixed(2)} s, ${catchUp.fired} fired, ${catchUp.rearmed} re-armed`,
+      budget: 'none fired or re-armed',
+      pass: catchUp.fired + catchUp.rearmed === 0,
+    },
+  ]
+  withinBudgets = reportBudgets(budgets)
 } finally {
   await db.delete(accounts).where(like(accounts.email, `${EMAIL_PREFIX}%`))
   await database.close()
@@ -219,4 +235,4 @@ try {
     await admin.end()
   }
 }
-process.exit(failed ? 1 : 0)
+process.exit(withinBudgets ? 0 : 1)

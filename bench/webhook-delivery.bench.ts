@@ -24,6 +24,7 @@ import { remoteReceiver } from '../test/fixtures/webhook-receiver'
 import { TEST_WEBHOOK_KEY } from '../test/helpers/webhooks'
 import { spawnUntilListening } from '../test/helpers/process'
 import { machineCpuSeconds, postgresCpuSeconds, prepareBenchDatabase, processCpuSeconds } from './database'
+import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_DELIVERY_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_delivery'
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 5_000)
@@ -38,7 +39,7 @@ const { db } = database
 const logger = createLogger('warn')
 const receiverProcess = await spawnUntilListening(['test/fixtures/webhook-receiver.ts', '--quiet'], { PATH: process.env.PATH ?? '' })
 const receiver = remoteReceiver(receiverProcess.url)
-let failedBudget = false
+let withinBudgets = false
 try {
   // A run killed before its clean-up left its account behind: its webhooks and outbox go with it.
   await db.delete(accounts).where(eq(accounts.email, BENCH_EMAIL))
@@ -98,25 +99,35 @@ try {
   }
   const rate = DELIVERIES / seconds
   const perDelivery = (cpuSeconds: number) => `${((cpuSeconds / DELIVERIES) * 1e6).toFixed(0)} µs`
-  failedBudget = rate < BUDGET_PER_SECOND
 
   console.log(
     `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, PostgreSQL ${postgresVersion}, ` +
       `load average ${loadBefore[0]!.toFixed(2)} before / ${loadavg()[0]!.toFixed(2)} after, CPU stolen ${cpu.steal.toFixed(1)} s`,
   )
   console.log(`${DELIVERIES} entries over ${WEBHOOKS} webhooks (after ${WARM_UP} to warm up), default concurrency, receiver in its own process answering 200\n`)
-  console.log('| measure | value | budget | result |')
-  console.log('|---|---|---|---|')
-  console.log(`| deliveries per second, claim → POST → recorded | ${rate.toFixed(0)} (${seconds.toFixed(2)} s) | ≥ ${BUDGET_PER_SECOND} | ${failedBudget ? 'FAIL' : 'PASS'} |`)
-  console.log(`| attempt duration (POST to status), p50 / p99 | ${outcome!.p50} ms / ${outcome!.p99} ms | — | — |`)
-  console.log(
-    `| CPU per delivery | worker ${perDelivery(cpu.worker)}, PostgreSQL ${perDelivery(cpu.postgres)}, receiver ${perDelivery(cpu.receiver)}; ` +
-      `machine busy ${((cpu.machine / seconds / cpus().length) * 100).toFixed(0)}% | — | — |`,
-  )
+  const budgets: BudgetRow[] = [
+    {
+      bench: 'webhook-delivery',
+      measure: 'deliveries per second, claim → POST → recorded',
+      value: `${rate.toFixed(0)} deliveries/s (${seconds.toFixed(2)} s)`,
+      budget: `≥ ${BUDGET_PER_SECOND} deliveries/s`,
+      pass: rate >= BUDGET_PER_SECOND,
+    },
+    { bench: 'webhook-delivery', measure: 'attempt duration (POST to status), p50 / p99', value: `${outcome!.p50} ms / ${outcome!.p99} ms`, budget: 'reported' },
+    {
+      bench: 'webhook-delivery',
+      measure: 'CPU per delivery',
+      value:
+        `worker ${perDelivery(cpu.worker)}, PostgreSQL ${perDelivery(cpu.postgres)}, receiver ${perDelivery(cpu.receiver)}; ` +
+        `machine busy ${((cpu.machine / seconds / cpus().length) * 100).toFixed(0)}%`,
+      budget: 'reported',
+    },
+  ]
+  withinBudgets = reportBudgets(budgets)
 } finally {
   receiverProcess.child.kill('SIGTERM')
   await receiverProcess.child.exited
   await db.delete(accounts).where(eq(accounts.email, BENCH_EMAIL))
   await database.close()
 }
-process.exit(failedBudget ? 1 : 0)
+process.exit(withinBudgets ? 0 : 1)

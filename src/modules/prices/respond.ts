@@ -124,14 +124,30 @@ function withTail(head: Buffer, tail: string): Buffer {
   return bytes
 }
 
-/** Answers each snapshot keeps, by path and query: the few hundred kB that the busiest cards and movers lists take. */
-const ANSWERS_KEPT = 4_096
-const rememberedAnswers = new WeakMap<PriceSnapshot, Map<string, RememberedAnswer>>()
+/**
+ * The bytes of answers each snapshot keeps, oldest dropped first: thousands of cards' prices or
+ * hundreds of movers lists, and a bound however many distinct queries a client invents.
+ */
+const ANSWER_BYTES_KEPT = 16 * 2 ** 20
+const rememberedAnswers = new WeakMap<PriceSnapshot, { byPath: Map<string, RememberedAnswer>; bytes: number }>()
 
-function answersOf(snapshot: PriceSnapshot): Map<string, RememberedAnswer> {
+function answersOf(snapshot: PriceSnapshot) {
   let answers = rememberedAnswers.get(snapshot)
-  if (!answers) rememberedAnswers.set(snapshot, (answers = new Map()))
+  if (!answers) rememberedAnswers.set(snapshot, (answers = { byPath: new Map(), bytes: 0 }))
   return answers
+}
+
+function remember(snapshot: PriceSnapshot, pathAndQuery: string, answer: RememberedAnswer) {
+  const answers = answersOf(snapshot)
+  const size = answer.head.byteLength + pathAndQuery.length
+  if (size > ANSWER_BYTES_KEPT) return
+  for (const [path, oldest] of answers.byPath) {
+    if (answers.bytes + size <= ANSWER_BYTES_KEPT) break
+    answers.byPath.delete(path)
+    answers.bytes -= oldest.head.byteLength + path.length
+  }
+  answers.byPath.set(pathAndQuery, answer)
+  answers.bytes += size
 }
 
 /** `rate_limit` as JSON: three numbers and an ISO 8601 instant, which need no escaping. */
@@ -158,9 +174,9 @@ export function snapshotResponse<Data>(
 ) {
   const { request, set } = context
   const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
-  const remember = options.remember === true && format === 'json'
+  const remembering = options.remember === true && format === 'json'
   const pathAndQuery = pathAndQueryOf(request.url)
-  let answer = remember ? answersOf(snapshot).get(pathAndQuery) : undefined
+  let answer = remembering ? answersOf(snapshot).byPath.get(pathAndQuery) : undefined
   // Built before the 304 check, so a request the route refuses (404, 400) is refused whatever it sends as If-None-Match.
   const built = answer ? undefined : body()
   const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url)
@@ -184,16 +200,14 @@ export function snapshotResponse<Data>(
   if (answer) return bytesResponse(withTail(answer.head, tail), headers)
   const meta = built!.meta ? `,"meta":${JSON.stringify(built!.meta)}` : ''
   // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
-  if ('json' in built! && !remember) return bytesResponse(built.json('{"data":', meta + tail), headers)
+  if ('json' in built! && !remembering) return bytesResponse(built.json('{"data":', meta + tail), headers)
   let json: string
   if ('json' in built!) {
     const serialised = built.json('{"data":', meta)
     json = typeof serialised === 'string' ? serialised : new TextDecoder().decode(serialised)
   } else json = `{"data":${JSON.stringify(built!.data)}${meta}`
-  if (!remember) return bytesResponse(json + tail, headers)
-  const answers = answersOf(snapshot)
-  if (answers.size >= ANSWERS_KEPT) answers.delete(answers.keys().next().value!)
+  if (!remembering) return bytesResponse(json + tail, headers)
   answer = { etag, head: Buffer.from(json) }
-  answers.set(pathAndQuery, answer)
+  remember(snapshot, pathAndQuery, answer)
   return bytesResponse(withTail(answer.head, tail), headers)
 }

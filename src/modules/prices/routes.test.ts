@@ -324,6 +324,50 @@ describe('GET /v1/cards/:id/prices from the snapshot', () => {
   })
 })
 
+describe('answers kept per path and query', () => {
+  test('asked again: the same answer and ETag, with this request\'s own rate_limit, and whole JSON each time', async () => {
+    const path = `/v1/cards/${allCardIds[7]}/prices`
+    const { key } = await accountWithKey(database.db, 'pro')
+    const answers = []
+    for (let i = 0; i < 3; i++) {
+      const response = await server.get(path, withKey(key))
+      expect(response.status).toBe(200)
+      answers.push({ etag: response.headers.get('etag'), text: await response.text(), remaining: response.headers.get('x-ratelimit-remaining') })
+    }
+    const bodies = answers.map((answer) => JSON.parse(answer.text))
+    expect(new Set(answers.map((answer) => answer.etag)).size).toBe(1)
+    expect(bodies[1].data).toEqual(bodies[0].data)
+    expect(bodies[2].data).toEqual(bodies[0].data)
+    expect(bodies.map((body) => body.rate_limit.daily_remaining)).toEqual([9_999, 9_998, 9_997])
+    expect(answers.map((answer) => Number(answer.remaining))).toEqual([9_999, 9_998, 9_997])
+    expect(Object.keys(bodies[2])).toEqual(['data', 'rate_limit'])
+    // Computed from the database, not from what the first answer said.
+    const printings = await rows<{ printing: string }>(sql`select printing from card_prices where card_id = ${allCardIds[7]!}`)
+    const data = Array.isArray(bodies[2].data) ? bodies[2].data : [bodies[2].data]
+    expect(data.map((price: { printing: string }) => price.printing).sort()).toEqual(printings.map((row) => row.printing).sort())
+  })
+
+  test('a refused request is never kept: an unknown card is 404 each time, whatever If-None-Match says', async () => {
+    for (const headers of [{}, { 'if-none-match': '*' }, {}] as Record<string, string>[]) {
+      const response = await server.get(`/v1/cards/${maxCardId + 1}/prices`, withKey(businessKey, headers))
+      expect(response.status).toBe(404)
+    }
+    for (const headers of [{}, { 'if-none-match': '*' }] as Record<string, string>[]) {
+      expect((await server.get('/v1/prices/top-movers?game=no-such-game', withKey(businessKey, headers))).status).toBe(404)
+    }
+  })
+
+  test('movers asked with invented extra parameters: each answer is still the movers list', async () => {
+    const reference = await server.json('/v1/prices/top-movers?limit=50', businessKey)
+    for (let i = 0; i < 40; i++) {
+      const response = await server.json(`/v1/prices/top-movers?limit=50&junk=${i}`, businessKey)
+      if (response.status === 400) return // unknown parameters refused: nothing to keep
+      expect(response.status).toBe(200)
+      expect(response.body.data).toEqual(reference.body.data)
+    }
+  })
+})
+
 describe('OpenAPI', () => {
   test('both routes are documented with their response schemas', async () => {
     const doc = (await server.json('/openapi.json')).body

@@ -1,0 +1,109 @@
+/**
+ * Every bench, one after the other, then one table of every budget they judged or reported.
+ *
+ *   bun bench/all.ts                      every bench
+ *   bun bench/all.ts hot-path snapshot    only these (by name, run in the order below)
+ *   bun bench/all.ts --list               the benches and what each needs
+ *
+ * Each bench runs as its own process, as `npm run bench:…` would start it, so one bench's servers,
+ * JIT and heap never share a process with the next one's measurements. Its detail tables print as
+ * it goes; its budget rows come back through BENCH_RESULTS_FILE (bench/report.ts). A bench that
+ * dies before reporting gets a FAIL row with its exit code. Exits 1 if any budget failed.
+ *
+ * The benches read their own environment variables (bench/README.md), passed on unchanged.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { ROOT } from '../test/helpers/process'
+import { type BudgetRow, budgetTable } from './report'
+
+interface Bench {
+  /** The file is bench/<name>.bench.ts. */
+  name: string
+  /** The demo catalog it seeds on its first run, or every run where it makes its own database. */
+  catalog: string
+  redis: boolean
+}
+
+/**
+ * Cheap first, so a quick regression shows before the long seeds: the `small` and `tiny` catalogs
+ * seed in seconds, `medium` in about half a minute, `large` in minutes.
+ */
+const BENCHES: Bench[] = [
+  { name: 'hot-path', catalog: '`small` (BENCH_DATABASE_URL)', redis: true },
+  { name: 'public-catalog', catalog: '`small` (BENCH_DATABASE_URL)', redis: false },
+  { name: 'webhook-delivery', catalog: '`tiny` (BENCH_DELIVERY_DATABASE_URL)', redis: false },
+  { name: 'conditions', catalog: '`medium` (BENCH_MEDIUM_DATABASE_URL)', redis: true },
+  { name: 'catalog-keyed', catalog: '`medium` (BENCH_MEDIUM_DATABASE_URL)', redis: true },
+  { name: 'snapshot', catalog: '`large` (BENCH_LARGE_DATABASE_URL)', redis: true },
+  { name: 'sync', catalog: '`large`, seeded into its own database every run and dropped (BENCH_SYNC_DATABASE_URL)', redis: false },
+  {
+    name: 'webhook-alerts',
+    catalog: '`large`, seeded into its own database every run and dropped, unless BENCH_WEBHOOK_DATABASE_URL names one to keep',
+    redis: false,
+  },
+]
+
+const benchFile = (bench: Bench) => `bench/${bench.name}.bench.ts`
+
+const args = process.argv.slice(2)
+if (args.includes('--list')) {
+  console.log('| bench | file | PostgreSQL catalog | Redis (BENCH_REDIS_URL) |')
+  console.log('|---|---|---|---|')
+  for (const bench of BENCHES) console.log(`| ${bench.name} | ${benchFile(bench)} | ${bench.catalog} | ${bench.redis ? 'yes' : 'no'} |`)
+  process.exit(0)
+}
+const unknown = args.filter((name) => !BENCHES.some((bench) => bench.name === name))
+if (unknown.length > 0) {
+  console.error(`no such bench: ${unknown.join(', ')}; the benches are ${BENCHES.map((bench) => bench.name).join(', ')}`)
+  process.exit(2)
+}
+const selected = args.length === 0 ? BENCHES : BENCHES.filter((bench) => args.includes(bench.name))
+
+/** Reads the rows a bench handed on; none if it never got as far as reporting. */
+function reportedRows(file: string): BudgetRow[] {
+  if (!existsSync(file)) return []
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as BudgetRow)
+}
+
+// One file per bench, so a bench that dies is told apart from one that reported.
+const resultsDir = mkdtempSync(join(tmpdir(), 'tcg-bench-all-'))
+const rows: BudgetRow[] = []
+try {
+  for (const bench of selected) {
+    console.error(`\n=== ${bench.name} (${benchFile(bench)}) ===`)
+    const resultsFile = join(resultsDir, `${bench.name}.jsonl`)
+    const started = performance.now()
+    const child = Bun.spawn([process.execPath, benchFile(bench)], {
+      cwd: ROOT,
+      env: { ...process.env, BENCH_RESULTS_FILE: resultsFile },
+      stdout: 'inherit',
+      stderr: 'inherit',
+    })
+    const exitCode = await child.exited
+    const ended = child.signalCode ? `signal ${child.signalCode}` : `code ${exitCode}`
+    console.error(`=== ${bench.name}: exited with ${ended} after ${((performance.now() - started) / 1000).toFixed(0)} s ===`)
+    const reported = reportedRows(resultsFile)
+    rows.push(...reported)
+    // A non-zero exit must show as a failure even when every row it managed to report passed.
+    if (exitCode !== 0 && !reported.some((row) => row.pass === false)) {
+      rows.push({
+        bench: bench.name,
+        measure: reported.length === 0 ? 'the run, which ended before reporting any budget' : 'the run, after reporting its budgets',
+        value: `exited with ${ended}`,
+        budget: 'exit code 0',
+        pass: false,
+      })
+    }
+  }
+} finally {
+  rmSync(resultsDir, { recursive: true, force: true })
+}
+
+console.log(`\n## Every budget (${selected.map((bench) => bench.name).join(', ')})\n`)
+console.log(budgetTable(rows))
+process.exit(rows.some((row) => row.pass === false) ? 1 : 0)

@@ -1,0 +1,48 @@
+/**
+ * The layers of a keyed read, each answering the same fixed bytes, for hot-path.bench.ts to show
+ * where a request's CPU goes: `elysia` is a bare Elysia app with one route; `app` is the whole
+ * service app (configured from the environment like src/index.ts, with its global hooks, every
+ * route registered, the key guard and the quota store) plus two routes that answer the bytes
+ * without the route's own work, one open and one behind the key guard.
+ *
+ *   bun bench/breakdown-server.ts <body file> elysia|app
+ *
+ * Prints one JSON "listening" line with its URL.
+ */
+import { Elysia } from 'elysia'
+import { createApp, stopApp } from '../src/app'
+import { loadConfig } from '../src/config'
+import { createDeps } from '../src/deps'
+import { KEY_GUARD_ERRORS } from '../src/modules/auth/guard'
+
+const [file = '', layer = 'app'] = process.argv.slice(2)
+const body = await Bun.file(file).bytes()
+const CONTENT_TYPE = { 'content-type': 'application/json' }
+
+if (layer === 'elysia') {
+  const app = new Elysia().get('/bench/fixed', () => new Response(body, { headers: CONTENT_TYPE })).listen({ port: 0, hostname: '127.0.0.1' })
+  console.log(JSON.stringify({ msg: 'listening', url: `http://127.0.0.1:${app.server!.port}` }))
+} else {
+  const deps = await createDeps(loadConfig())
+  // The guard's X-RateLimit-* headers go into the Response, as snapshot answers carry them.
+  const fixed = ({ set }: { set: { headers: Record<string, string | number> } }) => {
+    const headers: Record<string, string> = { ...CONTENT_TYPE }
+    for (const name in set.headers) {
+      headers[name] = String(set.headers[name])
+      delete set.headers[name]
+    }
+    return new Response(body, { headers })
+  }
+  // Typed loosely: the guard macro is registered by createApp's routes at runtime, which the app's type does not carry.
+  const base: any = createApp(deps)
+  const app = base
+    .get('/bench/open', fixed)
+    .get('/bench/keyed', fixed, { apiKey: { needs: 'catalog' }, response: KEY_GUARD_ERRORS })
+    .listen({ port: 0, hostname: '127.0.0.1' })
+  console.log(JSON.stringify({ msg: 'listening', url: `http://127.0.0.1:${app.server.port}` }))
+  process.on('SIGTERM', async () => {
+    await stopApp(app)
+    await deps.close()
+    process.exit(0)
+  })
+}
