@@ -14,6 +14,7 @@ import { createApp, stopApp } from '../src/app'
 import { loadConfig } from '../src/config'
 import { createDeps } from '../src/deps'
 import { KEY_GUARD_ERRORS } from '../src/modules/auth/guard'
+import { moveSetHeaders } from '../src/modules/prices/respond'
 
 const [file = '', layer = 'app'] = process.argv.slice(2)
 const body = await Bun.file(file).bytes()
@@ -27,10 +28,7 @@ if (layer === 'elysia') {
   // The guard's X-RateLimit-* headers go into the Response, as snapshot answers carry them.
   const fixed = ({ set }: { set: { headers: Record<string, string | number> } }) => {
     const headers: Record<string, string> = { ...CONTENT_TYPE }
-    for (const name in set.headers) {
-      headers[name] = String(set.headers[name])
-      delete set.headers[name]
-    }
+    moveSetHeaders(set, headers)
     return new Response(body, { headers })
   }
   // Typed loosely: the guard macro is registered by createApp's routes at runtime, which the app's type does not carry.

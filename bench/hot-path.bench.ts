@@ -199,13 +199,11 @@ try {
     const keys = scenario.keyed ? await Promise.all(Array.from({ length: ACCOUNTS }, () => accounts.freshKey())) : []
     const manyRequests = scenario.keyed ? keyedRequests(scenario.paths, keys) : scenario.paths.map((path) => ({ path }))
     const yardsticks: { label: string; server: Listening }[] = []
-    if (scenario.yardstick === 'route work' || scenario.alsoSameBytes) {
-      if (scenario.yardstick === 'route work') {
-        yardsticks.push({
-          label: 'route work in a bare Bun.serve',
-          server: await spawnUntilListening(['bench/bulk-gather-server.ts', '0'], { ...process.env, DATABASE_URL }),
-        })
-      }
+    if (scenario.yardstick === 'route work') {
+      yardsticks.push({
+        label: 'route work in a bare Bun.serve',
+        server: await spawnUntilListening(['bench/bulk-gather-server.ts', '0'], { ...process.env, DATABASE_URL }),
+      })
     }
     if (scenario.yardstick === 'same bytes' || scenario.alsoSameBytes) {
       yardsticks.push({ label: 'bare Bun.serve, same bytes', server: await sameBytesYardstick(service, scenario.paths, keys[0] ?? '') })

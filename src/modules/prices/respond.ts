@@ -155,6 +155,18 @@ const rateLimitJson = (rateLimit: RateLimit) =>
   `{"daily_limit":${rateLimit.daily_limit},"daily_remaining":${rateLimit.daily_remaining},"daily_reset":"${rateLimit.daily_reset}"}`
 
 /**
+ * Moves what hooks put in `set.headers` (the guard's X-RateLimit-*) into a Response's headers:
+ * Elysia copies a returned Response into a new one whenever `set.headers` is not empty, an extra
+ * pass over the body.
+ */
+export function moveSetHeaders(set: { headers: Record<string, string | number> }, headers: Record<string, string>) {
+  for (const name in set.headers) {
+    headers[name] = String(set.headers[name])
+    delete set.headers[name]
+  }
+}
+
+/**
  * A response answered from the price snapshot. Its weak ETag names the snapshot version, the path
  * with its query and the format, so `If-None-Match` answers 304 until the next sync changes the
  * snapshot (weak: `rate_limit` in the body differs from one request to the next). JSON by default,
@@ -182,12 +194,7 @@ export function snapshotResponse<Data>(
   const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url)
   const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
   if (options.msgpack) headers.vary = 'Accept'
-  // The guard's X-RateLimit-* headers travel in this Response: Elysia copies a returned Response
-  // into a new one whenever `set.headers` is not empty, an extra pass over the body.
-  for (const name in set.headers) {
-    headers[name] = String(set.headers[name])
-    delete set.headers[name]
-  }
+  moveSetHeaders(set, headers)
   if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
   const rateLimit = rateLimitOf(request)!
   if (format === 'msgpack') {
