@@ -2,8 +2,9 @@
  * The layers of a keyed read, each answering the same fixed bytes, for hot-path.bench.ts to show
  * where a request's CPU goes: `elysia` is a bare Elysia app with one route; `app` is the whole
  * service app (configured from the environment like src/index.ts, with its global hooks, every
- * route registered, the key guard and the quota store) plus two routes that answer the bytes
- * without the route's own work, one open and one behind the key guard.
+ * route registered, the key guard and the quota store) plus routes that answer the bytes without
+ * the route's own work: one among the Bun routes that answer repeats before Elysia, with a repeat
+ * answer's headers (no key check, no charge), one Elysia route open and one behind the key guard.
  *
  *   bun bench/breakdown-server.ts <body file> elysia|app
  *
@@ -33,6 +34,20 @@ if (layer === 'elysia') {
   }
   // Typed loosely: the guard macro is registered by createApp's routes at runtime, which the app's type does not carry.
   const base: any = createApp(deps)
+  // Beside the repeat routes, before listen reads them: a repeat answer's six headers, fixed.
+  base.config.serve.routes['/bench/answer'] = {
+    GET: () =>
+      new Response(body, {
+        headers: {
+          etag: 'W/"1-bench"',
+          'cache-control': 'private, no-cache',
+          'x-ratelimit-limit': '50000',
+          'x-ratelimit-remaining': '49999',
+          'x-ratelimit-reset': '2026-01-01T00:00:00.000Z',
+          'content-type': 'application/json;charset=utf-8',
+        },
+      }),
+  }
   const app = base
     .get('/bench/open', fixed)
     .get('/bench/keyed', fixed, { apiKey: { needs: 'catalog' }, response: KEY_GUARD_ERRORS })

@@ -4,17 +4,18 @@ import { rateLimitOf } from './modules/auth/guard'
 import { authRoutes } from './modules/auth/routes'
 import { type AuthDeps, createAuthRuntime } from './modules/auth/runtime'
 import { bulkRoutes } from './modules/bulk/routes'
-import { catalogRoutes } from './modules/catalog/routes'
+import { catalogRepeats, catalogRoutes, openCatalogReads } from './modules/catalog/routes'
 import { conditionRoutes } from './modules/conditions/routes'
 import { conditionService } from './modules/conditions/service'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
 import { historyRoutes } from './modules/history/routes'
-import { pricesRoutes } from './modules/prices/routes'
+import { pricesRepeats, pricesRoutes } from './modules/prices/routes'
 import { searchRoutes } from './modules/search/routes'
 import { snapshotStore } from './modules/snapshot/store'
 import { registerFormats } from './shared/formats'
 import { errorHandler, lastResortErrorResponse } from './shared/http'
+import { repeatRoutes } from './shared/repeat-routes'
 import { requestRules } from './shared/request-rules'
 import { webhookRoutes } from './modules/webhooks/routes'
 import { NO_WEBHOOK_SETTINGS, type WebhookSettings } from './modules/webhooks/settings'
@@ -37,6 +38,7 @@ export function createApp(deps: AppDeps) {
   registerFormats()
   const auth = createAuthRuntime(deps)
   const snapshots = snapshotStore(deps)
+  const catalogReads = openCatalogReads()
   const { maxBodyBytes, requestTimeoutSeconds } = deps.config
   const app = new Elysia({
     // Wherever the app is served (index.ts, tests), as Bun.serve options.
@@ -50,6 +52,8 @@ export function createApp(deps: AppDeps) {
       // declared length before reading, a chunked body as it is read), while Bun refuses a declared
       // length over its own limit with a bare 413 before the app sees the request.
       maxRequestBodySize: 2 * maxBodyBytes,
+      // The hottest reads, repeated, are answered before Elysia; everything else goes through it.
+      routes: repeatRoutes({ ...catalogRepeats(auth, snapshots, catalogReads), ...pricesRepeats(auth, snapshots) }, (request): Response | Promise<Response> => app.fetch(request)),
     },
   })
     .use(requestRules({ maxBodyBytes }))
@@ -65,7 +69,7 @@ export function createApp(deps: AppDeps) {
     )
     .use(docsRoutes())
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode, snapshot: snapshots.status }))
-    .use(catalogRoutes(auth, snapshots))
+    .use(catalogRoutes(auth, snapshots, catalogReads))
     .use(authRoutes(auth))
     .use(historyRoutes(auth))
     .use(searchRoutes(auth))

@@ -43,7 +43,7 @@ const NUL_MESSAGE = 'must not contain NUL characters'
 const INHERITED_NAMES = new Set(Object.getOwnPropertyNames(Object.prototype))
 
 /** RFC 9112 §6.3: a request has a body when it declares a length above 0 or a transfer coding. */
-function declaresBody(request: Request) {
+export function declaresBody(request: Request) {
   const length = request.headers.get('content-length')
   return request.headers.has('transfer-encoding') || (length !== null && length !== '0')
 }

@@ -45,16 +45,45 @@ const sessions = new WeakMap<Request, SessionAuth>()
 /** The `rate_limit` of a request that carried a valid key: error responses include it too. */
 export const rateLimitOf = (request: Request): RateLimit | undefined => rateLimits.get(request)
 
-function announceQuota(request: Request, headers: Record<string, unknown>, policy: TierPolicy, used: number, now: Date) {
-  const rateLimit: RateLimit = {
-    daily_limit: policy.dailyQuota,
-    daily_remaining: Math.max(0, policy.dailyQuota - used),
-    daily_reset: utcDay(now).endIso,
-  }
+function rateLimitOfDay(policy: TierPolicy, used: number, now: Date): RateLimit {
+  return { daily_limit: policy.dailyQuota, daily_remaining: Math.max(0, policy.dailyQuota - used), daily_reset: utcDay(now).endIso }
+}
+
+/** The spec's X-RateLimit-* headers, added to `headers`. */
+export function addRateLimitHeaders(headers: Record<string, unknown>, rateLimit: RateLimit) {
   headers['x-ratelimit-limit'] = String(rateLimit.daily_limit)
   headers['x-ratelimit-remaining'] = String(rateLimit.daily_remaining)
   headers['x-ratelimit-reset'] = rateLimit.daily_reset
+}
+
+function announceQuota(request: Request, headers: Record<string, unknown>, policy: TierPolicy, used: number, now: Date) {
+  const rateLimit = rateLimitOfDay(policy, used, now)
+  addRateLimitHeaders(headers, rateLimit)
   rateLimits.set(request, rateLimit)
+}
+
+const recordUse = (auth: AuthRuntime, identity: KeyIdentity, now: Date, units: number, rejected = false) =>
+  auth.usage.record({ keyId: identity.keyId, accountId: identity.accountId, units, rejected, at: now })
+
+/**
+ * The key guard's whole work for a request it can admit without waiting: the key already known to
+ * this node, its tier allowed, a fixed cost that a quota lease or local counters cover. Answers
+ * the request's `rate_limit`, charged and counted as the guard would; undefined, with nothing
+ * charged or counted, when any of it needs a wait or ends in a refusal: the route's guard then
+ * judges the request from the start.
+ */
+export function admitAtOnce(auth: AuthRuntime, request: Request, rule: ApiKeyRule & { cost?: number }): RateLimit | undefined {
+  const raw = request.headers.get('x-api-key')
+  const identity = raw ? auth.keys.known(raw) : undefined
+  if (!identity) return undefined
+  const policy = TIER_POLICY[identity.tier]
+  const cost = rule.cost ?? 1
+  if (!policy.capabilities.has(rule.needs) || cost === 0) return undefined
+  const now = auth.clock.now()
+  const used = auth.quota.chargeAtOnce({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
+  if (used === undefined) return undefined
+  recordUse(auth, identity, now, cost)
+  return rateLimitOfDay(policy, used, now)
 }
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
@@ -130,8 +159,7 @@ export function authGuard(auth: AuthRuntime) {
         if (!identity) throw new AppError('INVALID_API_KEY', 'The API key is unknown or has been revoked')
         const policy = TIER_POLICY[identity.tier]
         const now = auth.clock.now()
-        const record = (units: number, rejected = false) =>
-          auth.usage.record({ keyId: identity.keyId, accountId: identity.accountId, units, rejected, at: now })
+        const record = (units: number, rejected = false) => recordUse(auth, identity, now, units, rejected)
 
         const allowed = policy.capabilities.has(rule.needs)
         const cost = typeof rule.cost === 'function' ? (allowed ? rule.cost({ body, tier: identity.tier }) : 0) : (rule.cost ?? 1)

@@ -41,6 +41,11 @@ export interface KeyDirectory {
    * hit. Throws the database's error when it cannot be reached and the key was not seen recently.
    */
   lookup(rawKey: string): Promise<KeyIdentity | undefined>
+  /**
+   * The identity when this node already knows the key is valid (a settled cache entry), without
+   * waiting; undefined when it does not know yet or the key is not valid (`lookup` then decides).
+   */
+  known(rawKey: string): KeyIdentity | undefined
   /** Forgets cached entries here and on every other node. */
   forget(event: AuthEvent): Promise<void>
   close(): void
@@ -63,6 +68,12 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
   const lastKnown = new LRUCache<string, KeyIdentity>({ max: MAX_ENTRIES, ttl: LAST_KNOWN_TTL_MS })
   // Bumped on every eviction: a lookup that started before one must not cache what it read.
   let generation = 0
+  /** The identity each cache entry resolved to, once it has. */
+  const settled = new WeakMap<Promise<KeyIdentity | null>, KeyIdentity | null>()
+  const settling = (entry: Promise<KeyIdentity | null>) => {
+    entry.then((identity) => settled.set(entry, identity), () => {})
+    return entry
+  }
 
   const evict = (event: AuthEvent) => {
     generation++
@@ -89,7 +100,7 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
   function read(hash: string, replacing?: Promise<KeyIdentity | null>): Promise<KeyIdentity | null> {
     const startedAt = generation
     let fromDatabase = true
-    const pending = findActiveKey(db, hash).then(
+    const pending = settling(findActiveKey(db, hash).then(
       (identity) => {
         databaseAway = false
         return identity ?? null
@@ -102,7 +113,7 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
         fromDatabase = false
         return known
       },
-    )
+    ))
     if (!replacing) cache.set(hash, pending)
     const own = replacing ?? pending
     pending.then(
@@ -155,12 +166,17 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
         if (known) {
           // While the database is away a key seen recently is answered at once, not after a
           // connect timeout; the read behind it notices when the database is back.
-          entry = Promise.resolve(known)
+          entry = settling(Promise.resolve(known))
           cache.set(hash, entry, { ttl: OUTAGE_RECHECK_MS })
           read(hash, entry).catch(() => {})
         } else entry = read(hash)
       }
       return entry.then((identity) => identity ?? undefined)
+    },
+    known(rawKey) {
+      if (!API_KEY_PATTERN.test(rawKey)) return undefined
+      const entry = cache.get(sha256Hex(rawKey))
+      return (entry && settled.get(entry)) ?? undefined
     },
     async forget(event) {
       evict(event)

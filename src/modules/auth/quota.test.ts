@@ -27,6 +27,7 @@ async function exactness(store: QuotaStore, accountId: number) {
 
 // One connection per failover test: each takes its Redis away. Their keys are wiped after the file.
 const outageRedis = await testRedis()
+const atOnceOutageRedis = await testRedis()
 const handOverRedis = await testRedis()
 const leaseOutageRedis = await testRedis()
 
@@ -44,6 +45,32 @@ describe('quota stores', () => {
     const next = await charge(store, 1, 1, 100, new Date('2026-11-21T00:00:00.000Z'))
     expect(next).toEqual({ admitted: true, used: 1 })
     expect((await store.read(2, NOON)).used).toBe(0)
+  })
+
+  test('in-process: a charge at once is admitted within the quota; one it would refuse is left to charge, uncounted', async () => {
+    const store = memoryQuotaStore()
+    const atOnce = (cost: number, keyId = 1) => store.chargeAtOnce({ accountId: 31, keyId, cost, limit: 10, now: NOON })
+    expect([atOnce(4), atOnce(5, 2), atOnce(2), atOnce(1)]).toEqual([4, 9, undefined, 10])
+    expect(atOnce(1)).toBeUndefined()
+    expect(await store.read(31, NOON)).toEqual({ used: 10, rejected: 0, liveRefreshes: 0, byKey: new Map([[1, 5], [2, 5]]) })
+    expect(await charge(store, 31, 1, 10)).toEqual({ admitted: false, used: 10 })
+    expect((await store.read(31, NOON)).rejected).toBe(1)
+  })
+
+  test.skipIf(!TEST_REDIS_URL)('failover: while Redis is away a charge at once counts locally from the last value Redis gave', async () => {
+    const redis = atOnceOutageRedis!
+    const store = failoverQuotaStore(redis, createLogger('silent'))
+    const atOnce = () => store.chargeAtOnce({ accountId: 32, keyId: 1, cost: 1, limit: 100, now: NOON })
+    try {
+      for (let i = 0; i < 97; i++) await charge(store, 32)
+      expect(atOnce()).toBeUndefined() // no lease: Redis judges it
+      await cutOff(redis)
+      await charge(store, 32) // fails over: 98
+      expect([atOnce(), atOnce(), atOnce()]).toEqual([99, 100, undefined])
+      expect((await charge(store, 32)).admitted).toBe(false)
+    } finally {
+      store.close()
+    }
   })
 
   const stores: [string, () => Promise<QuotaStore | undefined>][] = [
@@ -186,6 +213,24 @@ describe('quota stores', () => {
       await store.close()
       const stored = await redis.hgetall('quota:2026-11-20:21')
       expect(stored).toEqual({ used: String(total), 'k:1': String(total / 2), 'k:2': String(total / 2) })
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('a charge at once is answered from a lease only: none before it, none while it is asked for', async () => {
+      const redis = (await testRedis())!
+      const store = redisQuotaStore(redis)
+      const atOnce = () => store.chargeAtOnce({ accountId: 27, keyId: 1, cost: 1, limit: 100_000, now: NOON })
+      expect(atOnce()).toBeUndefined()
+      const first = burst(store, 27, HOT_CHARGES_PER_WINDOW, 100_000)
+      expect(atOnce()).toBeUndefined()
+      await first
+      await leased(redis, 27)
+      for (let i = 0; i < 50 && atOnce() === undefined; i++) await Bun.sleep(10) // the grant reaches the node after Redis holds it
+      const used = [atOnce(), atOnce(), (await charge(store, 27, 1, 100_000)).used, atOnce()]
+      // The first call that found the lease charged too: it is the one before these.
+      expect(used).toEqual([used[0], used[0]! + 1, used[0]! + 2, used[0]! + 3])
+      expect(used[0]).toBeGreaterThan(HOT_CHARGES_PER_WINDOW)
+      await store.close()
+      expect(Number(await redis.hget('quota:2026-11-20:27', 'used'))).toBe(used[3]!)
     })
 
     test.skipIf(!TEST_REDIS_URL)('an account hammering past its quota asks for no lease: one Redis call per batch of refusals', async () => {

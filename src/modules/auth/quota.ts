@@ -40,6 +40,12 @@ export interface LiveRefreshClaim {
 export interface QuotaStore {
   /** Atomically: if used + cost ≤ limit, add cost to the account and the key; else count one rejection. */
   charge(charge: Charge): Promise<ChargeResult>
+  /**
+   * The charge when it can be admitted without waiting (a quota lease or local counters cover it):
+   * `used` after it. Undefined, with nothing counted, when it needs Redis or would be refused:
+   * `charge` then judges it.
+   */
+  chargeAtOnce(charge: Charge): number | undefined
   read(accountId: number, now: Date): Promise<DayCounters>
   /**
    * Atomically: if today's live refreshes + 1 ≤ limit, count one (`used` = the count after it);
@@ -385,6 +391,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
         send({ key, accountId, day, ttl: ttlSeconds(now), args: [cost, limit, field], resolve, reject }),
       )
     },
+    chargeAtOnce: ({ accountId, keyId, cost, limit, now }) => fromLease(dayKey(accountId, utcDate(now)), keyField(keyId), cost, limit),
     async read(accountId, now) {
       const day = utcDate(now)
       const key = dayKey(accountId, day)
@@ -456,17 +463,22 @@ export function memoryQuotaStore() {
     if (!counters) accounts.set(accountId, (counters = emptyCounters()))
     return counters
   }
+  const chargeAtOnce = ({ accountId, keyId, cost, limit, now }: Charge): number | undefined => {
+    const counters = countersFor(accountId, now)
+    if (counters.used + cost > limit) return undefined
+    counters.used += cost
+    counters.byKey.set(keyId, (counters.byKey.get(keyId) ?? 0) + cost)
+    return counters.used
+  }
   return {
-    async charge({ accountId, keyId, cost, limit, now }: Charge): Promise<ChargeResult> {
-      const counters = countersFor(accountId, now)
-      if (counters.used + cost > limit) {
-        counters.rejected += 1
-        return { admitted: false, used: counters.used }
-      }
-      counters.used += cost
-      counters.byKey.set(keyId, (counters.byKey.get(keyId) ?? 0) + cost)
-      return { admitted: true, used: counters.used }
+    async charge(charge: Charge): Promise<ChargeResult> {
+      const used = chargeAtOnce(charge)
+      if (used !== undefined) return { admitted: true, used }
+      const counters = countersFor(charge.accountId, charge.now)
+      counters.rejected += 1
+      return { admitted: false, used: counters.used }
     },
+    chargeAtOnce,
     async read(accountId: number, now: Date): Promise<DayCounters> {
       const counters = countersFor(accountId, now)
       return { ...counters, byKey: new Map(counters.byKey) }
@@ -602,6 +614,16 @@ export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed)
       const base = baseline(charge.accountId, charge.now)
       const result = await local.charge({ ...charge, limit: charge.limit - base })
       return { admitted: result.admitted, used: result.used + base }
+    },
+    chargeAtOnce(charge) {
+      if (!degraded) {
+        const used = primary.chargeAtOnce(charge)
+        if (used !== undefined) remember(charge.accountId, charge.now, used)
+        return used
+      }
+      const base = baseline(charge.accountId, charge.now)
+      const used = local.chargeAtOnce({ ...charge, limit: charge.limit - base })
+      return used === undefined ? undefined : used + base
     },
     async read(accountId, now) {
       if (!degraded) {

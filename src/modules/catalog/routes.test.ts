@@ -3,6 +3,7 @@ import { freshDatabase, testLogger } from '../../../test/helpers/db'
 import { startServer, type TestServer } from '../../../test/helpers/server'
 import { createDemoSource } from '../ingest/sources/demo'
 import { TEST_NOW } from '../../../test/helpers/env'
+import { openCatalogReads } from './routes'
 
 const database = await freshDatabase('seeded')
 const server: TestServer = startServer({ db: database.db, redis: undefined, logger: testLogger })
@@ -213,5 +214,30 @@ describe('errors outside the routes', () => {
   test('responses are JSON', async () => {
     const response = await server.get('/v1/games')
     expect(response.headers.get('content-type')).toContain('application/json')
+  })
+})
+
+describe('open catalog reads kept for repeats', () => {
+  test('a repeat is answered from the kept bytes only until the read they came from expires', async () => {
+    const reads = openCatalogReads(60)
+    let version = 0
+    const load = async () => ({ data: { version: ++version } })
+    const request = new Request('http://localhost/v1/games?per_page=5')
+    const repeat = reads.repeats['/v1/games']
+    expect(repeat(request, '/v1/games?per_page=5')).toBeUndefined() // nothing read yet
+    expect(await (await reads.json(request, 'games:1:5', load)).json()).toEqual({ data: { version: 1 } })
+    expect(await repeat(request, '/v1/games?per_page=5')!.json()).toEqual({ data: { version: 1 } })
+    expect(repeat(request, '/v1/games?per_page=05')).toBeUndefined() // kept by the exact path and query
+    await Bun.sleep(80)
+    expect(repeat(request, '/v1/games?per_page=5')).toBeUndefined()
+    expect(await (await reads.json(request, 'games:1:5', load)).json()).toEqual({ data: { version: 2 } })
+    expect(await repeat(request, '/v1/games?per_page=5')!.json()).toEqual({ data: { version: 2 } })
+  })
+
+  test('a failed read is not kept', async () => {
+    const reads = openCatalogReads(1_000)
+    const request = new Request('http://localhost/v1/games/nope')
+    await expect(reads.json(request, 'game:nope', () => Promise.reject(new Error('not found')))).rejects.toThrow('not found')
+    expect(reads.repeats['/v1/games/:slug'](request, '/v1/games/nope')).toBeUndefined()
   })
 })

@@ -1,13 +1,15 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
+import { LRUCache } from 'lru-cache'
 import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
-import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import { type ApiKeyRule, authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
-import { NOT_MODIFIED, snapshotResponse } from '../prices/respond'
+import { NOT_MODIFIED, repeatedSnapshotAnswer, snapshotResponse } from '../prices/respond'
 import type { SnapshotStore } from '../snapshot/store'
 import { models } from '../../shared/models-plugin'
 import { createReadCache } from '../../shared/read-cache'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
+import { pathAndQueryOf, type RepeatAnswer } from '../../shared/repeat-routes'
 import {
   Card,
   CardWithPrice,
@@ -55,20 +57,56 @@ const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as 
 /** Games and sets change only when a sync runs (daily); a few seconds of staleness is invisible. */
 const PUBLIC_CACHE_TTL_MS = 5_000
 
+/** Request paths and queries of open reads kept for repeats: their keys' bytes, as the bytes answered are shared. */
+const OPEN_REPEATS_BYTES = 4 * 2 ** 20
+
+const jsonResponse = (bytes: Buffer) => new Response(bytes, { headers: { 'content-type': JSON_CONTENT_TYPE } })
+
+/**
+ * The open catalog reads (games), serialised once per read, not per request: the bytes go out as
+ * they are until they expire. Loaded by what they answer (page, size, slug), so differently
+ * written queries share one database read; kept too by the request's exact path and query, for
+ * repeats answered before routing (`repeat`), never past the read's own expiry.
+ */
+export function openCatalogReads(ttlMs = PUBLIC_CACHE_TTL_MS) {
+  const cache = createReadCache(ttlMs)
+  const byPath = new LRUCache<string, { bytes: Buffer; until: number }>({ maxSize: OPEN_REPEATS_BYTES, sizeCalculation: (_, path) => path.length + 64 })
+  const repeat: RepeatAnswer = (_request, pathAndQuery) => {
+    const kept = byPath.get(pathAndQuery)
+    return kept && kept.until > performance.now() ? jsonResponse(kept.bytes) : undefined
+  }
+  return {
+    async json(request: Request, key: string, load: () => Promise<unknown>) {
+      const read = await cache.get(key, async () => {
+        const until = performance.now() + ttlMs
+        return { bytes: Buffer.from(JSON.stringify(await load())), until }
+      })
+      byPath.set(pathAndQueryOf(request.url), read)
+      return jsonResponse(read.bytes)
+    },
+    repeats: { '/v1/games': repeat, '/v1/games/:slug': repeat, '/v1/games/:slug/sets': repeat } satisfies Record<string, RepeatAnswer>,
+  }
+}
+
+export type OpenCatalogReads = ReturnType<typeof openCatalogReads>
+
+const CARD_PRICES_KEY = { needs: 'catalog' } satisfies ApiKeyRule
+
+/** The catalog reads a repeat of is answered before routing (shared/repeat-routes.ts). */
+export function catalogRepeats(auth: AuthRuntime, snapshots: SnapshotStore, reads: OpenCatalogReads): Record<string, RepeatAnswer> {
+  return { ...reads.repeats, '/v1/cards/:id/prices': repeatedSnapshotAnswer(auth, snapshots, CARD_PRICES_KEY) }
+}
+
 /** The catalog: games (public, no key, no quota: spec Authentication 2), sets and cards (API key). */
-export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
+export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads: OpenCatalogReads) {
   const deps = { db: auth.db }
-  const cache = createReadCache(PUBLIC_CACHE_TTL_MS)
-  // Serialised once per read, not per request: the cached bytes go out as they are until they expire.
-  const cachedJson = (key: string, load: () => Promise<unknown>) =>
-    cache.get(key, async () => Buffer.from(JSON.stringify(await load()))).then((bytes) => new Response(bytes, { headers: { 'content-type': JSON_CONTENT_TYPE } }))
   return new Elysia({ name: 'catalog-routes' })
     .use(models)
     .use(authGuard(auth))
     .model({ Game, SetSummary, SetDetail, Card, Price, CardWithPrice, PriceRow })
-    .get('/v1/games', ({ query }) => {
+    .get('/v1/games', ({ request, query }) => {
       const page = toPage(query)
-      return cachedJson(`games:${page.page}:${page.perPage}`, () => listGames(deps.db, page))
+      return reads.json(request, `games:${page.page}:${page.perPage}`, () => listGames(deps.db, page))
     }, {
       query: PaginationQuery,
       response: {
@@ -77,7 +115,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
       },
       detail: { tags: ['Games'], summary: 'List games', description: 'Every supported game, major games first.' },
     })
-    .get('/v1/games/:slug', ({ params }) => cachedJson(`game:${params.slug}`, () => getGame(deps.db, params.slug)), {
+    .get('/v1/games/:slug', ({ request, params }) => reads.json(request, `game:${params.slug}`, () => getGame(deps.db, params.slug)), {
       params: GameSlugParams,
       response: { 200: Type.Object({ data: Type.Ref('Game') }), 400: 'Error', 404: 'Error' },
       detail: {
@@ -86,9 +124,9 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         description: '`:slug` is the game\'s slug or its numeric id (`/v1/games/3`): a value of digits only is always read as the id.',
       },
     })
-    .get('/v1/games/:slug/sets', ({ params, query }) => {
+    .get('/v1/games/:slug/sets', ({ request, params, query }) => {
       const page = toPage(query)
-      return cachedJson(`sets:${params.slug}:${page.page}:${page.perPage}`, () => listGameSets(deps.db, params.slug, page))
+      return reads.json(request, `sets:${params.slug}:${page.page}:${page.perPage}`, () => listGameSets(deps.db, params.slug, page))
     }, {
       params: GameSlugParams,
       query: PaginationQuery,
@@ -171,7 +209,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         return snapshotResponse({ request, set }, snapshot, () => getCardPrices(snapshot, params.id, query.printing), { msgpack: false, remember: true })
       },
       {
-        apiKey: { needs: 'catalog' },
+        apiKey: CARD_PRICES_KEY,
         params: IdParams,
         query: PrintingQuery,
         response: {

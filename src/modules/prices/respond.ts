@@ -2,8 +2,11 @@ import { Type } from '@sinclair/typebox'
 import { Packr } from 'msgpackr'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
 import type { RateLimit } from '../../shared/model'
-import { rateLimitOf } from '../auth/guard'
+import { pathAndQueryOf, type RepeatAnswer } from '../../shared/repeat-routes'
+import { addRateLimitHeaders, admitAtOnce, type ApiKeyRule, rateLimitOf } from '../auth/guard'
+import type { AuthRuntime } from '../auth/runtime'
 import type { PriceSnapshot } from '../snapshot/snapshot'
+import type { SnapshotStore } from '../snapshot/store'
 
 // Plain msgpack maps: msgpackr's records extension is smaller but only msgpackr can read it.
 const packr = new Packr({ useRecords: false })
@@ -99,8 +102,6 @@ export interface SerialisedBody<Data> {
   meta?: object
 }
 
-const pathAndQueryOf = (url: string) => url.slice(url.indexOf('/', url.indexOf('//') + 2))
-
 /** The weak ETag of a snapshot answer: the snapshot version, the format, the path with its query. */
 export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack', url: string): string {
   return `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQueryOf(url)}`).toString(36)}"`
@@ -150,9 +151,9 @@ function remember(snapshot: PriceSnapshot, pathAndQuery: string, answer: Remembe
   answers.bytes += size
 }
 
-/** `rate_limit` as JSON: three numbers and an ISO 8601 instant, which need no escaping. */
-const rateLimitJson = (rateLimit: RateLimit) =>
-  `{"daily_limit":${rateLimit.daily_limit},"daily_remaining":${rateLimit.daily_remaining},"daily_reset":"${rateLimit.daily_reset}"}`
+/** What closes a JSON answer: `rate_limit` (three numbers and an ISO 8601 instant, which need no escaping), then the body's brace. */
+const rateLimitTail = (rateLimit: RateLimit) =>
+  `,"rate_limit":{"daily_limit":${rateLimit.daily_limit},"daily_remaining":${rateLimit.daily_remaining},"daily_reset":"${rateLimit.daily_reset}"}}`
 
 /**
  * Moves what hooks put in `set.headers` (the guard's X-RateLimit-*) into a Response's headers:
@@ -182,7 +183,8 @@ export function snapshotResponse<Data>(
   context: { request: Request; set: { headers: Record<string, string | number> } },
   snapshot: PriceSnapshot,
   body: () => SnapshotBody<Data> | SerialisedBody<Data>,
-  options: { msgpack: boolean; remember?: boolean },
+  // Kept answers are JSON, and a repeat is answered without looking at Accept (repeatedSnapshotAnswer).
+  options: { msgpack: boolean; remember?: false } | { msgpack: false; remember: true },
 ) {
   const { request, set } = context
   const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
@@ -203,7 +205,7 @@ export function snapshotResponse<Data>(
     return bytesResponse(packr.pack({ data, ...(built!.meta && { meta: built!.meta }), rate_limit: rateLimit }), headers)
   }
   headers['content-type'] = JSON_CONTENT_TYPE
-  const tail = `,"rate_limit":${rateLimitJson(rateLimit)}}`
+  const tail = rateLimitTail(rateLimit)
   if (answer) return bytesResponse(withTail(answer.head, tail), headers)
   const meta = built!.meta ? `,"meta":${JSON.stringify(built!.meta)}` : ''
   // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
@@ -217,4 +219,25 @@ export function snapshotResponse<Data>(
   answer = { etag, head: Buffer.from(json) }
   remember(snapshot, pathAndQuery, answer)
   return bytesResponse(withTail(answer.head, tail), headers)
+}
+
+/**
+ * A repeat of a kept snapshot answer (`remember`), answered before the app with the key guard's
+ * work done at once (admitAtOnce): the same status, headers and body as snapshotResponse gives,
+ * with this request's `rate_limit`. `rule` is the route's own.
+ */
+export function repeatedSnapshotAnswer(auth: AuthRuntime, snapshots: SnapshotStore, rule: ApiKeyRule & { cost?: number }): RepeatAnswer {
+  return (request, pathAndQuery) => {
+    const snapshot = snapshots.get()
+    if (snapshot instanceof Promise) return undefined
+    const answer = rememberedAnswers.get(snapshot)?.byPath.get(pathAndQuery)
+    const rateLimit = answer && admitAtOnce(auth, request, rule)
+    if (!rateLimit) return undefined
+    const headers: Record<string, string> = { etag: answer.etag, 'cache-control': 'private, no-cache' }
+    addRateLimitHeaders(headers, rateLimit)
+    if (matchesIfNoneMatch(request, answer.etag)) return new Response(null, { status: 304, headers })
+    headers['content-type'] = JSON_CONTENT_TYPE
+    // Answered on the request's own turn, so Bun writes it corked whatever its size (see bytesResponse).
+    return new Response(withTail(answer.head, rateLimitTail(rateLimit)), { headers })
+  }
 }

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { models } from '../../shared/models-plugin'
-import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import { type ApiKeyRule, authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import type { SnapshotStore } from '../snapshot/store'
 import { PriceRow } from '../catalog/model'
@@ -18,8 +18,16 @@ import {
   TopMoversMeta,
   TopMoversQuery,
 } from './model'
-import { ALSO_MSGPACK, MSGPACK, NOT_MODIFIED, snapshotResponse } from './respond'
+import { ALSO_MSGPACK, MSGPACK, NOT_MODIFIED, repeatedSnapshotAnswer, snapshotResponse } from './respond'
 import { bulkPrices, priceChanges, topMovers } from './service'
+import type { RepeatAnswer } from '../../shared/repeat-routes'
+
+const TOP_MOVERS_KEY = { needs: 'catalog' } satisfies ApiKeyRule
+
+/** The price reads a repeat of is answered before routing (shared/repeat-routes.ts). */
+export function pricesRepeats(auth: AuthRuntime, snapshots: SnapshotStore): Record<string, RepeatAnswer> {
+  return { '/v1/prices/top-movers': repeatedSnapshotAnswer(auth, snapshots, TOP_MOVERS_KEY) }
+}
 
 /** Price reads answered from the in-process snapshot: no database round trip (DESIGN section 5). */
 export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
@@ -64,7 +72,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         return snapshotResponse({ request, set }, snapshot, () => topMovers(snapshot, query), { msgpack: false, remember: true })
       },
       {
-        apiKey: { needs: 'catalog' },
+        apiKey: TOP_MOVERS_KEY,
         query: TopMoversQuery,
         response: {
           200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('TopMoverRow')), meta: TopMoversMeta })),
