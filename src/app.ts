@@ -41,6 +41,9 @@ export function createApp(deps: AppDeps) {
   const catalogReads = openCatalogReads()
   const { maxBodyBytes, requestTimeoutSeconds } = deps.config
   const app = new Elysia({
+    // Paths are read from the whole URL, not from its 11th character on: requests the repeat routes
+    // hand over reach Elysia's own router, and `Host: x` makes `http://x/v1/…` shorter than that.
+    handler: { standardHostname: false },
     // Wherever the app is served (index.ts, tests), as Bun.serve options.
     serve: {
       // Never Bun's development error page, whatever NODE_ENV says.

@@ -118,6 +118,17 @@ describe('a repeated keyed snapshot read', () => {
     expect(usage.body.data.account).toMatchObject({ today_requests: 100, rejected_today: 1 })
   })
 
+  test('a read handed to the app is routed by its path whatever the Host (`Host: x`, absolute form)', async () => {
+    const { server } = inProcess
+    const { key } = await accountWithKey(database.db, 'pro')
+    const port = Number(new URL(server.base).port)
+    for (const target of [`/v1/cards/${cardId}/prices?printing=Normal`, `http://x/v1/cards/${cardId}/prices`]) {
+      const request = `GET ${target} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${key}\r\nConnection: close\r\n\r\n`
+      const outcome = await rawExchange(port, Buffer.from(request), { head: false, timeoutMs: 5_000 })
+      expect(outcome.kind === 'response' && outcome.response.status).toBe(200)
+    }
+  })
+
   test('a GET declaring a body over the size limit is refused by the app (413), not answered as a repeat', async () => {
     const { server } = inProcess
     const { key } = await accountWithKey(database.db, 'pro')
