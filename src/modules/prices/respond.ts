@@ -167,6 +167,13 @@ export function moveSetHeaders(set: { headers: Record<string, string | number> }
   }
 }
 
+/** The headers every snapshot answer starts with, first asked or repeated; a route that also answers msgpack varies by Accept. */
+function snapshotHeaders(etag: string, msgpack: boolean): Record<string, string> {
+  const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
+  if (msgpack) headers.vary = 'Accept'
+  return headers
+}
+
 /**
  * A response answered from the price snapshot. Its weak ETag names the snapshot version, the path
  * with its query and the format, so `If-None-Match` answers 304 until the next sync changes the
@@ -194,8 +201,7 @@ export function snapshotResponse<Data>(
   // Built before the 304 check, so a request the route refuses (404, 400) is refused whatever it sends as If-None-Match.
   const built = answer ? undefined : body()
   const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url)
-  const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
-  if (options.msgpack) headers.vary = 'Accept'
+  const headers = snapshotHeaders(etag, options.msgpack)
   moveSetHeaders(set, headers)
   if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
   const rateLimit = rateLimitOf(request)!
@@ -233,7 +239,7 @@ export function repeatedSnapshotAnswer(auth: AuthRuntime, snapshots: SnapshotSto
     const answer = rememberedAnswers.get(snapshot)?.byPath.get(pathAndQuery)
     const rateLimit = answer && admitAtOnce(auth, request, rule)
     if (!rateLimit) return undefined
-    const headers: Record<string, string> = { etag: answer.etag, 'cache-control': 'private, no-cache' }
+    const headers = snapshotHeaders(answer.etag, false)
     addRateLimitHeaders(headers, rateLimit)
     if (matchesIfNoneMatch(request, answer.etag)) return new Response(null, { status: 304, headers })
     headers['content-type'] = JSON_CONTENT_TYPE
