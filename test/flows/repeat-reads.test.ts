@@ -30,20 +30,25 @@ const inProcess = countingServer(undefined)
 await inProcess.server.ready()
 
 describe('a repeated keyed snapshot read', () => {
-  const paths = [`/v1/cards/${cardId}/prices`, '/v1/prices/top-movers?period=7d&limit=5']
+  // The longest movers list is over the size from which a repeat is written in two parts (respond.ts).
+  const paths = [`/v1/cards/${cardId}/prices`, '/v1/prices/top-movers?period=7d&limit=5', '/v1/prices/top-movers?period=30d&limit=50']
   for (const path of paths) {
     test(`${path.split('?')[0]}: the first answer again, charged, with its own rate_limit, without reaching the app`, async () => {
       const { server, reachedApp } = inProcess
       const { key } = await accountWithKey(database.db, 'pro')
       const first = await server.get(path, withKey(key))
-      const firstBody = (await first.json()) as any
+      const firstText = await first.text()
+      const firstBody = JSON.parse(firstText)
       expect(first.status).toBe(200)
+      if (path.includes('limit=50')) expect(Buffer.byteLength(firstText)).toBeGreaterThan(4_096)
       const reached = reachedApp.length
       for (let i = 1; i <= 3; i++) {
         const again = await server.get(path, withKey(key))
         const body = (await again.json()) as any
         expect(again.status).toBe(200)
-        expect(headersBut(again.headers, 'x-ratelimit-remaining', 'date')).toEqual(headersBut(first.headers, 'x-ratelimit-remaining', 'date'))
+        // How the body is framed (a length, or chunks) may differ; what it says may not.
+        const unframed = ['x-ratelimit-remaining', 'date', 'content-length', 'transfer-encoding']
+        expect(headersBut(again.headers, ...unframed)).toEqual(headersBut(first.headers, ...unframed))
         expect(bodyBut(body)).toEqual(bodyBut(firstBody))
         expect(body.rate_limit).toEqual({ ...firstBody.rate_limit, daily_remaining: firstBody.rate_limit.daily_remaining - i })
         expect(again.headers.get('x-ratelimit-remaining')).toBe(String(body.rate_limit.daily_remaining))

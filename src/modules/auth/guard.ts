@@ -50,10 +50,18 @@ function rateLimitOfDay(policy: TierPolicy, used: number, now: Date): RateLimit 
 }
 
 /** The spec's X-RateLimit-* headers, added to `headers`. */
-export function addRateLimitHeaders(headers: Record<string, unknown>, rateLimit: RateLimit) {
-  headers['x-ratelimit-limit'] = String(rateLimit.daily_limit)
-  headers['x-ratelimit-remaining'] = String(rateLimit.daily_remaining)
-  headers['x-ratelimit-reset'] = rateLimit.daily_reset
+export function addRateLimitHeaders(headers: Record<string, unknown> | Headers, rateLimit: RateLimit) {
+  const limit = String(rateLimit.daily_limit)
+  const remaining = String(rateLimit.daily_remaining)
+  if (headers instanceof Headers) {
+    headers.set('x-ratelimit-limit', limit)
+    headers.set('x-ratelimit-remaining', remaining)
+    headers.set('x-ratelimit-reset', rateLimit.daily_reset)
+  } else {
+    headers['x-ratelimit-limit'] = limit
+    headers['x-ratelimit-remaining'] = remaining
+    headers['x-ratelimit-reset'] = rateLimit.daily_reset
+  }
 }
 
 function announceQuota(request: Request, headers: Record<string, unknown>, policy: TierPolicy, used: number, now: Date) {
