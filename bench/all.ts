@@ -35,8 +35,8 @@ const BENCHES: Bench[] = [
   { name: 'public-catalog', catalog: '`small` (BENCH_DATABASE_URL)', redis: false },
   { name: 'webhook-delivery', catalog: '`tiny` (BENCH_DELIVERY_DATABASE_URL)', redis: false },
   { name: 'conditions', catalog: '`medium` (BENCH_MEDIUM_DATABASE_URL)', redis: true },
-  { name: 'catalog-keyed', catalog: '`medium` (BENCH_MEDIUM_DATABASE_URL)', redis: true },
   { name: 'snapshot', catalog: '`large` (BENCH_LARGE_DATABASE_URL)', redis: true },
+  { name: 'catalog-keyed', catalog: '`large` (BENCH_LARGE_DATABASE_URL)', redis: true },
   { name: 'sync', catalog: '`large`, seeded into its own database every run and dropped (BENCH_SYNC_DATABASE_URL)', redis: false },
   {
     name: 'webhook-alerts',

@@ -62,8 +62,8 @@ export interface Run {
   result: autocannon.Result
   /** Requests over the time from the start to the last response. */
   rps: number
-  /** requests.total / duration, as catalog-keyed.bench.ts reports it (see `loadPaths`). */
-  autocannonRps: number
+  /** The server's CPU time (user + system, from /proc) per request, in µs: what a ratio between two servers is judged on (DESIGN section 6). */
+  cpuPerRequestUs: number
   /**
    * The share of the machine's CPU time the hypervisor gave to other guests during the run
    * (/proc/stat steal): on the shared VMs the benches have run on, the same yardstick moved 2×
@@ -83,22 +83,26 @@ function cpuTicks(): { steal: number; total: number } {
 }
 
 /**
- * `amount` requests cycling through `paths`; autocannon reports whole milliseconds. No
- * If-None-Match: full responses. With `amount`, autocannon only notices it is done on its
- * one-second tick, so its `duration` is the run's length rounded up to whole seconds (20,000
- * requests in 2.3 s read as 6,645 req/s instead of 8,700): every run of a few seconds reads slow by
- * up to a second, and the ratio moves by whichever run lost more. req/s is therefore timed here,
- * from the start to the last response; autocannon's figure is printed beside it.
+ * `amount` requests to `server`, cycling through `paths`, by autocannon in this process;
+ * autocannon reports whole milliseconds. No If-None-Match: full responses. For runs that must stay
+ * within one account's quota (a fixed count); load.ts runs for a time instead, with wrk.
+ *
+ * autocannon shares the cores with the server, so req/s is bounded by the client as much as by the
+ * server: ratios between servers are judged on `cpuPerRequestUs`. With `amount`, autocannon only
+ * notices it is done on its one-second tick, so its own `duration` is rounded up to whole seconds
+ * (20,000 requests in 2.3 s read as 6,645 req/s instead of 8,700): req/s is timed here, from the
+ * start to the last response.
  */
-export function loadPaths(base: string, paths: string[], amount: number, connections: number, key?: string): Promise<Run> {
+export function loadPaths(server: Listening, paths: string[], amount: number, connections: number, key?: string): Promise<Run> {
   let next = 0
   let last = 0
   const ticksBefore = cpuTicks()
+  const cpuBefore = processCpuSeconds(server.child.pid)
   const started = performance.now()
   return new Promise<Run>((resolve, reject) => {
     const instance = autocannon(
       {
-        url: base,
+        url: server.url,
         connections,
         amount,
         headers: key ? { 'x-api-key': key } : {},
@@ -107,11 +111,13 @@ export function loadPaths(base: string, paths: string[], amount: number, connect
       (error, result) => {
         if (error) return reject(error)
         if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
-          return reject(new Error(`${base}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
+          return reject(new Error(`${server.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
         }
+        const cpu = processCpuSeconds(server.child.pid) - cpuBefore
         const ticksAfter = cpuTicks()
         const steal = (ticksAfter.steal - ticksBefore.steal) / Math.max(1, ticksAfter.total - ticksBefore.total)
-        resolve({ result, rps: result.requests.total / ((last - started) / 1000), autocannonRps: result.requests.total / result.duration, steal })
+        const requests = result.requests.total
+        resolve({ result, rps: requests / ((last - started) / 1000), cpuPerRequestUs: (cpu / requests) * 1e6, steal })
       },
     )
     instance.on('response', () => {
