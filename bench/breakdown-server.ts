@@ -3,8 +3,9 @@
  * where a request's CPU goes: `elysia` is a bare Elysia app with one route; `app` is the whole
  * service app (configured from the environment like src/index.ts, with its global hooks, every
  * route registered, the key guard and the quota store) plus routes that answer the bytes without
- * the route's own work: one among the Bun routes that answer repeats before Elysia, with a repeat
- * answer's headers (no key check, no charge), one Elysia route open and one behind the key guard.
+ * the route's own work: two among the Bun routes that answer repeats before Elysia, with a repeat
+ * answer's headers (no key check, no charge), the second also reading the URL and the key and
+ * copying the body as a repeat does; one Elysia route open and one behind the key guard.
  *
  *   bun bench/breakdown-server.ts <body file> elysia|app
  *
@@ -34,19 +35,28 @@ if (layer === 'elysia') {
   }
   // Typed loosely: the guard macro is registered by createApp's routes at runtime, which the app's type does not carry.
   const base: any = createApp(deps)
-  // Beside the repeat routes, before listen reads them: a repeat answer's six headers, fixed.
-  base.config.serve.routes['/bench/answer'] = {
-    GET: () =>
-      new Response(body, {
-        headers: {
-          etag: 'W/"1-bench"',
-          'cache-control': 'private, no-cache',
-          'x-ratelimit-limit': '50000',
-          'x-ratelimit-remaining': '49999',
-          'x-ratelimit-reset': '2026-01-01T00:00:00.000Z',
-          'content-type': 'application/json;charset=utf-8',
-        },
-      }),
+  const answerHeaders = () => ({
+    etag: 'W/"1-bench"',
+    'cache-control': 'private, no-cache',
+    'x-ratelimit-limit': '50000',
+    'x-ratelimit-remaining': '49999',
+    'x-ratelimit-reset': '2026-01-01T00:00:00.000Z',
+    'content-type': 'application/json;charset=utf-8',
+  })
+  // The body as a kept head and its last bytes as a tail, so the copy below sends the same bytes.
+  const head = Buffer.from(body.subarray(0, -32))
+  const tail = Buffer.from(body.subarray(-32)).toString('latin1')
+  // Beside the repeat routes, before listen reads them: a repeat answer's six headers, fixed; and
+  // the same plus what no keyed repeat can skip (its URL and key read, the body copied with a tail).
+  base.config.serve.routes['/bench/answer'] = { GET: () => new Response(body, { headers: answerHeaders() }) }
+  base.config.serve.routes['/bench/unavoidable'] = {
+    GET: (request: Request) => {
+      if (request.url.length === 0 || request.headers.get('x-api-key') === null) return new Response(null, { status: 401 })
+      const bytes = Buffer.allocUnsafe(body.byteLength)
+      head.copy(bytes)
+      bytes.write(tail, head.byteLength, 'latin1')
+      return new Response(bytes, { headers: answerHeaders() })
+    },
   }
   const app = base
     .get('/bench/open', fixed)

@@ -167,6 +167,11 @@ async function breakdown() {
   const layers: { name: string; server: Listening; requests: BenchRequest[] }[] = [
     { name: 'bare Bun.serve', server: servers.bare, requests: keyed('/') },
     { name: "a Bun route in the service's app, with a repeat answer's six headers", server: servers.app, requests: keyed('/bench/answer') },
+    {
+      name: 'the same, reading the URL and the key header and copying the body with a tail: what no keyed repeat can skip',
+      server: servers.app,
+      requests: keyed('/bench/unavoidable'),
+    },
     { name: 'GET /v1/cards/:id/prices, repeated: key check, quota, usage, kept answer, ETag (answered before Elysia)', server: service, requests: keyed(path) },
     { name: 'a bare Elysia route', server: servers.elysia, requests: keyed('/bench/fixed') },
     { name: "the service's app, an open Elysia route (global hooks, routing among every route)", server: servers.app, requests: keyed('/bench/open') },
