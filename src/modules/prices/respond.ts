@@ -134,8 +134,8 @@ function withTail(head: Buffer, tail: string): Buffer {
  * From this size a repeat's kept head and its own tail are written to the response one after the
  * other (Bun's direct stream) instead of copied into one new buffer: below it, Buffer.allocUnsafe
  * takes a slice of its shared pool; from it, a fresh ArrayBuffer per answer, which costs more than
- * the stream (top movers repeats, 8–20 kB: 17.0 → 15.0 µs of server CPU; a 600-byte answer costs
- * 0.8 µs more as a stream; bench/README.md). Such answers go out chunked, as bytesResponse's do.
+ * the stream (top movers repeats, 8–20 kB: 19.1–19.6 → 16.1–16.6 µs of server CPU; a 600-byte
+ * answer costs 0.8 µs more as a stream; docs/decisions.md). Such answers go out chunked, as bytesResponse's do.
  */
 const WRITTEN_IN_PARTS_FROM_BYTES = 4_096
 
@@ -241,14 +241,9 @@ export function snapshotResponse<Data>(
   if (answer) return bytesResponse(withTail(answer.head, tail), headers)
   const meta = built!.meta ? `,"meta":${JSON.stringify(built!.meta)}` : ''
   // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
-  if ('json' in built! && !remembering) return bytesResponse(built.json('{"data":', meta + tail), headers)
-  let json: string
-  if ('json' in built!) {
-    const serialised = built.json('{"data":', meta)
-    json = typeof serialised === 'string' ? serialised : new TextDecoder().decode(serialised)
-  } else json = `{"data":${JSON.stringify(built!.data)}${meta}`
-  if (!remembering) return bytesResponse(json + tail, headers)
-  answer = { etag, head: Buffer.from(json) }
+  const serialised = (end: string) => ('json' in built! ? built.json('{"data":', end) : `{"data":${JSON.stringify(built!.data)}${end}`)
+  if (!remembering) return bytesResponse(serialised(meta + tail), headers)
+  answer = { etag, head: Buffer.from(serialised(meta)) }
   remember(snapshot, pathAndQuery, answer)
   return bytesResponse(withTail(answer.head, tail), headers)
 }
