@@ -16,7 +16,8 @@ import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, loadPaths, prepareBenchDatabase, spawnBenchService } from './database'
+import { benchAccounts, prepareBenchDatabase, spawnBenchService } from './database'
+import { keyedRequests, loadCount } from './load'
 import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
@@ -75,15 +76,17 @@ try {
     await Bun.write(bodyFile, await sample.arrayBuffer())
     const baseline = await spawnUntilListening(['bench/baseline-server.ts', bodyFile, '0'], process.env)
     try {
-      await loadPaths(baseline, ['/'], WARMUP_REQUESTS, scenario.connections)
-      const bare = await loadPaths(baseline, ['/'], REQUESTS, scenario.connections)
+      const { connections } = scenario
+      await loadCount(baseline, [{ path: '/' }], WARMUP_REQUESTS, connections)
+      const bare = await loadCount(baseline, [{ path: '/' }], REQUESTS, connections)
       console.error(`${scenario.name}: baseline done, loading the service`)
-      await loadPaths(app, scenario.paths, WARMUP_REQUESTS, scenario.connections, key)
-      const ours = await loadPaths(app, scenario.paths, REQUESTS, scenario.connections, key)
-      const p99 = ours.result.latency.p99
+      const requests = keyedRequests(scenario.paths, [key])
+      await loadCount(app, requests, WARMUP_REQUESTS, connections)
+      const ours = await loadCount(app, requests, REQUESTS, connections)
+      const p99 = ours.p99
       rows.push(
-        `| ${scenario.name} | ${scenario.connections} | ${scenario.paths.length} | ${ours.result.latency.p50} | ${p99} | ${Math.round(ours.rps)} | ` +
-          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${ours.cpuPerRequestUs.toFixed(0)} / ${bare.cpuPerRequestUs.toFixed(1)} | ${(ours.cpuPerRequestUs / bare.cpuPerRequestUs).toFixed(1)} |`,
+        `| ${scenario.name} | ${scenario.connections} | ${scenario.paths.length} | ${ours.p50} | ${p99} | ${Math.round(ours.rps)} | ` +
+          `${Math.round(bare.rps)} | ${bare.p99} | ${ours.cpuPerRequestUs.toFixed(0)} / ${bare.cpuPerRequestUs.toFixed(1)} | ${(ours.cpuPerRequestUs / bare.cpuPerRequestUs).toFixed(1)} |`,
       )
       budgets.push({
         bench: 'catalog-keyed',

@@ -1,5 +1,4 @@
 import { readdirSync, readFileSync } from 'node:fs'
-import autocannon from 'autocannon'
 import { like } from 'drizzle-orm'
 import Redis from 'ioredis'
 import postgres from 'postgres'
@@ -56,74 +55,6 @@ export function benchAccounts(db: Database, name: string) {
       redis.disconnect()
     },
   }
-}
-
-export interface Run {
-  result: autocannon.Result
-  /** Requests over the time from the start to the last response. */
-  rps: number
-  /** The server's CPU time (user + system, from /proc) per request, in µs: what a ratio between two servers is judged on (DESIGN section 6). */
-  cpuPerRequestUs: number
-  /**
-   * The share of the machine's CPU time the hypervisor gave to other guests during the run
-   * (/proc/stat steal): on the shared VMs the benches have run on, the same yardstick moved 2×
-   * between runs, and this says when a run was starved.
-   */
-  steal: number
-}
-
-/** Steal and total CPU ticks so far, from the first line of /proc/stat (0 and 0 where there is none). */
-function cpuTicks(): { steal: number; total: number } {
-  try {
-    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
-    return { steal: fields[7] ?? 0, total: fields.reduce((sum, n) => sum + n, 0) }
-  } catch {
-    return { steal: 0, total: 0 }
-  }
-}
-
-/**
- * `amount` requests to `server`, cycling through `paths`, by autocannon in this process;
- * autocannon reports whole milliseconds. No If-None-Match: full responses. For runs that must stay
- * within one account's quota (a fixed count); load.ts runs for a time instead, with wrk.
- *
- * autocannon shares the cores with the server, so req/s is bounded by the client as much as by the
- * server: ratios between servers are judged on `cpuPerRequestUs`. With `amount`, autocannon only
- * notices it is done on its one-second tick, so its own `duration` is rounded up to whole seconds
- * (20,000 requests in 2.3 s read as 6,645 req/s instead of 8,700): req/s is timed here, from the
- * start to the last response.
- */
-export function loadPaths(server: Listening, paths: string[], amount: number, connections: number, key?: string): Promise<Run> {
-  let next = 0
-  let last = 0
-  const ticksBefore = cpuTicks()
-  const cpuBefore = processCpuSeconds(server.child.pid)
-  const started = performance.now()
-  return new Promise<Run>((resolve, reject) => {
-    const instance = autocannon(
-      {
-        url: server.url,
-        connections,
-        amount,
-        headers: key ? { 'x-api-key': key } : {},
-        requests: [{ setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length]! }) }],
-      },
-      (error, result) => {
-        if (error) return reject(error)
-        if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
-          return reject(new Error(`${server.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`))
-        }
-        const cpu = processCpuSeconds(server.child.pid) - cpuBefore
-        const ticksAfter = cpuTicks()
-        const steal = (ticksAfter.steal - ticksBefore.steal) / Math.max(1, ticksAfter.total - ticksBefore.total)
-        const requests = result.requests.total
-        resolve({ result, rps: requests / ((last - started) / 1000), cpuPerRequestUs: (cpu / requests) * 1e6, steal })
-      },
-    )
-    instance.on('response', () => {
-      last = performance.now()
-    })
-  })
 }
 
 /**
@@ -192,10 +123,11 @@ export function postgresCpuSeconds(): number {
   return total
 }
 
-/** The machine's busy CPU seconds (all but idle and iowait) and stolen seconds so far, from /proc/stat. */
-export function machineCpuSeconds(): { busy: number; steal: number } {
+/** The machine's CPU seconds so far, from /proc/stat: all of them, the busy ones (all but idle and iowait) and the stolen ones. */
+export function machineCpuSeconds(): { total: number; busy: number; steal: number } {
   const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
   return {
+    total: fields.reduce((sum, n) => sum + n, 0) / TICKS_PER_SECOND,
     busy: fields.reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / TICKS_PER_SECOND,
     steal: (fields[7] ?? 0) / TICKS_PER_SECOND,
   }

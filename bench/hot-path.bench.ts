@@ -25,7 +25,7 @@ import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { type Listening, spawnUntilListening } from '../test/helpers/process'
 import { benchAccounts, prepareBenchDatabase, spawnBenchService } from './database'
-import { type BenchRequest, combineRuns, load, type LoadRun, wrkInstalled } from './load'
+import { type BenchRequest, combineRuns, keyedRequests, keyHeaders, load, type LoadRun, wrkInstalled } from './load'
 import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench'
@@ -89,13 +89,6 @@ const SCENARIOS: Scenario[] = [
 ]
 
 const accounts = benchAccounts(database.db, 'hot-path')
-const keyHeaders = (key: string) => ({ 'x-api-key': key })
-
-/** Each path with one of the keys, taken in turn: many accounts share every path. */
-function keyedRequests(paths: string[], keys: string[]): BenchRequest[] {
-  const count = Math.max(paths.length, keys.length)
-  return Array.from({ length: count }, (_, i) => ({ path: paths[i % paths.length]!, headers: keyHeaders(keys[i % keys.length]!) }))
-}
 
 /** The service's answer to each path, as the same-bytes yardstick serves it. */
 async function sameBytesYardstick(service: Listening, paths: string[], key: string): Promise<Listening> {

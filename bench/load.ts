@@ -4,15 +4,23 @@
  * process's user + system CPU time from /proc around it, so a ratio between two servers is CPU per
  * request, whatever the client could push. wrk (Debian package `wrk`) when it is installed, since
  * autocannon on the same two cores caps a bare Bun.serve near 60% of what wrk reaches; autocannon
- * otherwise, and the run says which.
+ * otherwise, and the run says which. `loadCount` sends a fixed number of requests, by autocannon.
  */
 import { rmSync } from 'node:fs'
 import autocannon from 'autocannon'
-import { processCpuTimes } from './database'
+import { machineCpuSeconds, processCpuTimes } from './database'
 
 export interface BenchRequest {
   path: string
   headers?: Record<string, string>
+}
+
+export const keyHeaders = (key: string) => ({ 'x-api-key': key })
+
+/** Each path with one of the keys, taken in turn: many accounts share every path. */
+export function keyedRequests(paths: string[], keys: string[]): BenchRequest[] {
+  const count = Math.max(paths.length, keys.length)
+  return Array.from({ length: count }, (_, i) => ({ path: paths[i % paths.length]!, headers: keyHeaders(keys[i % keys.length]!) }))
 }
 
 export interface LoadOptions {
@@ -43,6 +51,12 @@ export interface LoadRun {
   cpuBusy: number
   /** Stopped at `maxRequests` before its duration: wrk still counts the whole duration, so `rps` reads low. */
   capped: boolean
+  /**
+   * The share of the machine's CPU time the hypervisor gave to other guests during the run
+   * (/proc/stat steal): on the shared VMs the benches have run on, the same yardstick moved 2×
+   * between runs, and this says when a run was starved.
+   */
+  steal: number
 }
 
 let wrkPath: string | null | undefined
@@ -94,7 +108,7 @@ end
 `
 }
 
-async function runWrk(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped'>> {
+async function runWrk(options: LoadOptions): Promise<ClientRun> {
   const script = `/tmp/tcg-bench-${process.pid}-${Bun.hash(JSON.stringify(options.requests)).toString(36)}.lua`
   const perThread = options.maxRequests === undefined ? undefined : Math.ceil(options.maxRequests / WRK_THREADS)
   await Bun.write(script, wrkScript(options.requests, perThread))
@@ -116,7 +130,14 @@ async function runWrk(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerReques
   }
 }
 
-function runAutocannon(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped'>> {
+type ClientRun = Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped' | 'steal'>
+
+/**
+ * autocannon for a duration or a number of requests. With `amount` it notices it is done only on
+ * its one-second tick, so its own duration is rounded up to whole seconds (20,000 requests in
+ * 2.3 s read as 6,645 req/s instead of 8,700): req/s is timed here, to the last response.
+ */
+function runAutocannon(options: Omit<LoadOptions, 'seconds' | 'maxRequests'>, length: { duration: number } | { amount: number }): Promise<ClientRun> {
   let next = Math.floor(Math.random() * options.requests.length)
   const started = performance.now()
   let last = started
@@ -125,7 +146,7 @@ function runAutocannon(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerReque
       {
         url: options.url,
         connections: options.connections,
-        ...(options.maxRequests === undefined ? { duration: options.seconds } : { amount: options.maxRequests }),
+        ...length,
         requests: [
           {
             setupRequest: (request) => {
@@ -151,17 +172,41 @@ function runAutocannon(options: LoadOptions): Promise<Omit<LoadRun, 'cpuPerReque
   })
 }
 
-/** One run against `options.url`, with the answering process's CPU per request. Throws on any error or non-2xx answer. */
-export async function load(options: LoadOptions): Promise<LoadRun> {
-  const before = processCpuTimes(options.pid)
+/** A client run with the answering process's CPU around it, and the machine's steal. */
+async function measured(pid: number, run: () => Promise<ClientRun>): Promise<Omit<LoadRun, 'capped'>> {
+  const before = processCpuTimes(pid)
+  const machineBefore = machineCpuSeconds()
   const wallBefore = performance.now()
-  const run = await (wrkInstalled() ? runWrk(options) : runAutocannon(options))
-  const after = processCpuTimes(options.pid)
+  const client = await run()
+  const after = processCpuTimes(pid)
+  const machineAfter = machineCpuSeconds()
   const wall = (performance.now() - wallBefore) / 1000
   const system = after.system - before.system
   const cpu = after.user - before.user + system
-  const capped = options.maxRequests !== undefined && run.requests >= options.maxRequests
-  return { ...run, capped, cpuPerRequestUs: (cpu / run.requests) * 1e6, systemPerRequestUs: (system / run.requests) * 1e6, cpuBusy: cpu / wall }
+  return {
+    ...client,
+    cpuPerRequestUs: (cpu / client.requests) * 1e6,
+    systemPerRequestUs: (system / client.requests) * 1e6,
+    cpuBusy: cpu / wall,
+    steal: (machineAfter.steal - machineBefore.steal) / Math.max(0.01, machineAfter.total - machineBefore.total),
+  }
+}
+
+/** One run against `options.url`, with the answering process's CPU per request. Throws on any error or non-2xx answer. */
+export async function load(options: LoadOptions): Promise<LoadRun> {
+  const length = options.maxRequests === undefined ? { duration: options.seconds } : { amount: options.maxRequests }
+  const run = await measured(options.pid, () => (wrkInstalled() ? runWrk(options) : runAutocannon(options, length)))
+  return { ...run, capped: options.maxRequests !== undefined && run.requests >= options.maxRequests }
+}
+
+/**
+ * Exactly `amount` requests, by autocannon whether or not wrk is installed (a wrk run stopped by
+ * count still reports its whole duration), for runs that must stay within one account's quota. autocannon reports whole milliseconds,
+ * and its req/s is bounded by the client on the same cores: compare servers on `cpuPerRequestUs`.
+ */
+export async function loadCount(server: { url: string; child: { pid: number } }, requests: BenchRequest[], amount: number, connections: number): Promise<LoadRun> {
+  const run = () => runAutocannon({ url: server.url, pid: server.child.pid, requests, connections }, { amount })
+  return { ...(await measured(server.child.pid, run)), capped: false }
 }
 
 /** Back-to-back runs as one: totals summed, CPU per request over all requests, the worst p50 and p99. */
@@ -180,5 +225,6 @@ export function combineRuns(runs: LoadRun[]): LoadRun {
     systemPerRequestUs: weighted('systemPerRequestUs'),
     cpuBusy: Math.min(...runs.map((r) => r.cpuBusy)),
     capped: runs.some((r) => r.capped),
+    steal: runs.reduce((sum, r) => sum + r.steal * r.seconds, 0) / seconds,
   }
 }

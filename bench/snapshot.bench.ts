@@ -25,7 +25,8 @@ import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, loadPaths, prepareBenchDatabase, type Run, spawnBenchService } from './database'
+import { benchAccounts, prepareBenchDatabase, spawnBenchService } from './database'
+import { keyedRequests, loadCount, type LoadRun } from './load'
 import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
@@ -127,7 +128,7 @@ console.error('starting the service')
 const loadBefore = loadavg()
 const rows: string[] = []
 const budgets: BudgetRow[] = []
-const comparison: { snapshot?: Run; postgres?: Run } = {}
+const comparison: { snapshot?: LoadRun; postgres?: LoadRun } = {}
 const app = await spawnBenchService(DATABASE_URL, REDIS_URL, redisPrefix)
 const builtLog = app.lines.find((line) => line.msg === 'price snapshot built')
 type SnapshotStatus = { build_ms: number; cards: number; prices: number } | null
@@ -150,11 +151,12 @@ try {
           fetch(pg.url + scenario.paths[0]).then((r) => r.json()),
         ])
         if (bulkRows(fromService as never) !== bulkRows(fromPostgres as never)) throw new Error('PostgreSQL bulk rows differ from the service’s')
-        await loadPaths(pg, scenario.paths, POSTGRES_WARMUP_REQUESTS, CONNECTIONS)
-        const run = await loadPaths(pg, scenario.paths, REQUESTS, CONNECTIONS)
+        const requests = scenario.paths.map((path) => ({ path }))
+        await loadCount(pg, requests, POSTGRES_WARMUP_REQUESTS, CONNECTIONS)
+        const run = await loadCount(pg, requests, REQUESTS, CONNECTIONS)
         comparison.postgres = run
         rows.push(
-          `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | - | ${run.result.latency.p50} | ${run.result.latency.p99} | ${Math.round(run.rps)} | - | - | ${us(run.cpuPerRequestUs)} / - | - | ${percent(run.steal)} / - |`,
+          `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | - | ${run.p50} | ${run.p99} | ${Math.round(run.rps)} | - | - | ${us(run.cpuPerRequestUs)} / - | - | ${percent(run.steal)} / - |`,
         )
       } finally {
         pg.child.kill()
@@ -182,24 +184,26 @@ try {
         const fromGather = await fetch(baseline.url + scenario.paths[0]).then((r) => r.json())
         if (bulkRows(fromGather as never) !== bulkRows(JSON.parse(bodies[scenario.paths[0]!]!))) throw new Error('the route-work server’s bulk rows differ from the service’s')
       }
-      await loadPaths(baseline, scenario.paths, WARMUP_REQUESTS, CONNECTIONS)
-      await loadPaths(app, scenario.paths, WARMUP_REQUESTS, CONNECTIONS, await freshKey()) // every run on its own account, so none nears the quota
+      const open = scenario.paths.map((path) => ({ path }))
+      const keyed = (with_: string) => keyedRequests(scenario.paths, [with_])
+      await loadCount(baseline, open, WARMUP_REQUESTS, CONNECTIONS)
+      await loadCount(app, keyed(await freshKey()), WARMUP_REQUESTS, CONNECTIONS) // every run on its own account, so none nears the quota
       // Rounds alternate the yardstick and the service, and the round with the median ratio is
       // reported: a burst of steal (another guest on the host) lands on one run, not on all of one side.
-      const rounds: { bare: Run; ours: Run; ratio: number }[] = []
+      const rounds: { bare: LoadRun; ours: LoadRun; ratio: number }[] = []
       for (let round = 1; round <= ROUNDS; round++) {
-        const bare = await loadPaths(baseline, scenario.paths, REQUESTS, CONNECTIONS)
-        const ours = await loadPaths(app, scenario.paths, REQUESTS, CONNECTIONS, round === 1 ? key : await freshKey())
+        const bare = await loadCount(baseline, open, REQUESTS, CONNECTIONS)
+        const ours = await loadCount(app, keyed(round === 1 ? key : await freshKey()), REQUESTS, CONNECTIONS)
         const ratio = ours.cpuPerRequestUs / bare.cpuPerRequestUs
         rounds.push({ bare, ours, ratio })
         console.error(`${scenario.name}: round ${round} of ${ROUNDS}, server CPU per request ${ratio.toFixed(2)}× the yardstick's`)
       }
       const byRatio = rounds.toSorted((a, b) => a.ratio - b.ratio)
       const { bare, ours, ratio } = byRatio[Math.floor((byRatio.length - 1) / 2)]!
-      const p99 = median(rounds.map((r) => r.ours.result.latency.p99))
+      const p99 = median(rounds.map((r) => r.ours.p99))
       if (scenario.name === 'GET /v1/bulk/prices') comparison.snapshot = ours
       const spread = `${byRatio[0]!.ratio.toFixed(2)}–${byRatio.at(-1)!.ratio.toFixed(2)}`
-      const roundsP99 = rounds.map((r) => r.ours.result.latency.p99).join(', ')
+      const roundsP99 = rounds.map((r) => r.ours.p99).join(', ')
       budgets.push({
         bench: 'snapshot',
         measure: `${scenario.name}: server CPU per request / the ${scenario.yardstick === 'route work' ? 'route-work server' : 'bare Bun.serve, same bytes'}, median of ${ROUNDS} rounds (budgets judged by hot-path on the small catalog)`,
@@ -216,8 +220,8 @@ try {
         })
       }
       rows.push(
-        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.result.latency.p50} | ${p99} (${roundsP99}) | ${Math.round(ours.rps)} | ` +
-          `${Math.round(bare.rps)} | ${bare.result.latency.p99} | ${us(ours.cpuPerRequestUs)} / ${us(bare.cpuPerRequestUs)} | ${ratio.toFixed(2)} (${spread}) | ` +
+        `| ${scenario.name} | ${CONNECTIONS} | ${scenario.paths.length} | ${meanBytes} (${Math.min(...sizes)}–${Math.max(...sizes)}) | ${ours.p50} | ${p99} (${roundsP99}) | ${Math.round(ours.rps)} | ` +
+          `${Math.round(bare.rps)} | ${bare.p99} | ${us(ours.cpuPerRequestUs)} / ${us(bare.cpuPerRequestUs)} | ${ratio.toFixed(2)} (${spread}) | ` +
           `${percent(ours.steal)} / ${percent(bare.steal)} |`,
       )
     } finally {
@@ -286,9 +290,9 @@ for (const row of rows) console.log(row)
 if (comparison.snapshot && comparison.postgres) {
   const { snapshot: fromSnapshot, postgres } = comparison
   console.log(
-    `\nBulk prices, ${BULK_IDS} ids: from the snapshot (key + Redis quota) ${Math.round(fromSnapshot.rps)} req/s, p99 ${fromSnapshot.result.latency.p99} ms; ` +
-      `straight from PostgreSQL (bare Bun.serve, no key) ${Math.round(postgres.rps)} req/s, p99 ${postgres.result.latency.p99} ms: ` +
-      `${(fromSnapshot.rps / postgres.rps).toFixed(1)}× the throughput, ${(postgres.result.latency.p99 / Math.max(1, fromSnapshot.result.latency.p99)).toFixed(1)}× shorter p99.`,
+    `\nBulk prices, ${BULK_IDS} ids: from the snapshot (key + Redis quota) ${Math.round(fromSnapshot.rps)} req/s, p99 ${fromSnapshot.p99} ms; ` +
+      `straight from PostgreSQL (bare Bun.serve, no key) ${Math.round(postgres.rps)} req/s, p99 ${postgres.p99} ms: ` +
+      `${(fromSnapshot.rps / postgres.rps).toFixed(1)}× the throughput, ${(postgres.p99 / Math.max(1, fromSnapshot.p99)).toFixed(1)}× shorter p99.`,
   )
 }
 console.log('')
