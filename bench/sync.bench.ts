@@ -24,6 +24,7 @@ import { addDays, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { machineCpuSeconds, postgresCpuSeconds } from './database'
 import { type BudgetRow, reportBudgets } from './report'
+import { clockWithWall } from '../src/shared/clock'
 
 const DATABASE_URL = process.env.BENCH_SYNC_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_sync'
 const SCALE = 'large'
@@ -114,7 +115,7 @@ try {
   const seed = await phase('seed', async () =>
     failures(
       await syncGames(
-        { db: database.db, source: createDemoSource({ scale: SCALE, now: () => seedInstant }), clock: { now: () => seedInstant }, logger },
+        { db: database.db, source: createDemoSource({ scale: SCALE, now: () => seedInstant }), clock: clockWithWall(() => seedInstant), logger },
         { gameSlugs: GAMES, backfill: DEFAULT_BACKFILL, onProgress: progress('seed') },
       ),
     ),
@@ -128,7 +129,7 @@ try {
   const sync = await phase('daily sync', async () =>
     failures(
       await syncGames(
-        { db: database.db, source: createDemoSource({ scale: SCALE, now: () => syncInstant }), clock: { now: () => syncInstant }, logger },
+        { db: database.db, source: createDemoSource({ scale: SCALE, now: () => syncInstant }), clock: clockWithWall(() => syncInstant), logger },
         { gameSlugs: GAMES, onProgress: progress('sync') },
       ),
     ),

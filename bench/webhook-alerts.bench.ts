@@ -27,7 +27,7 @@ import { runSyncJob } from '../src/jobs/sync-job'
 import { primaryPrice } from '../src/modules/catalog/repo'
 import { createDemoSource } from '../src/modules/ingest/sources/demo'
 import { evaluateAlerts, webhookAlertHook } from '../src/modules/webhooks/alerts'
-import { utcDate } from '../src/shared/clock'
+import { clockWithWall, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { postgresCpuSeconds, prepareBenchDatabase } from './database'
 import { type BudgetRow, reportBudgets } from './report'
@@ -140,7 +140,7 @@ try {
 
   // The daily sync through the sync job, its alert hook timed alone.
   const logger = createLogger('warn')
-  const clock = { now: () => syncInstant }
+  const clock = clockWithWall(() => syncInstant)
   // The hook's own report of what it did, from its log line.
   let reportedByHook = { fired: Number.NaN, rearmed: Number.NaN }
   const hookLogger = createLogger('info', {

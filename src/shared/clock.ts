@@ -1,9 +1,70 @@
-/** Time as a dependency, so tests can stand at any instant (UTC midnight roll-overs, sync dates). */
+/**
+ * Time as a dependency (docs/testing.md "Time"). Code that measures, waits or dates reads this
+ * clock, never `Date.now()`, `new Date()`, `performance.now()` or the timer globals: tests give it
+ * a fake clock they move by hand, so leases, TTLs, throttles, pacing and timeouts are tested by
+ * advancing time instead of sleeping through it.
+ */
 export interface Clock {
+  /** The wall-clock instant: dates, UTC days, timestamps written out. */
   now(): Date
+  /** Milliseconds on a scale that never goes back: durations, deadlines, TTLs. Only differences mean anything. */
+  monotonic(): number
+  /** Resolves once `ms` of this clock's time has passed. */
+  sleep(ms: number): Promise<void>
+  /** Calls `fn` once `ms` of this clock's time has passed, unless cancelled first. */
+  after(ms: number, fn: () => void, options?: TimerOptions): Timer
+  /** Calls `fn` every `ms` of this clock's time until cancelled. */
+  every(ms: number, fn: () => void, options?: TimerOptions): Timer
 }
 
-export const systemClock: Clock = { now: () => new Date() }
+export interface Timer {
+  cancel(): void
+}
+
+export interface TimerOptions {
+  /** The timer alone does not keep the process alive (Node's `unref`). */
+  unref?: boolean
+}
+
+const systemTimers: Omit<Clock, 'now'> = {
+  monotonic: () => performance.now(),
+  sleep: (ms) => Bun.sleep(Math.max(0, ms)),
+  after(ms, fn, options) {
+    const timer = setTimeout(fn, Math.max(0, ms))
+    if (options?.unref) timer.unref()
+    return { cancel: () => clearTimeout(timer) }
+  },
+  every(ms, fn, options) {
+    const timer = setInterval(fn, ms)
+    if (options?.unref) timer.unref()
+    return { cancel: () => clearInterval(timer) }
+  },
+}
+
+/** The machine's clocks and timers. */
+export const systemClock: Clock = { ...systemTimers, now: () => new Date() }
+
+/** The machine's monotonic clock and timers with another wall clock: a service standing at a chosen date. */
+export function clockWithWall(now: () => Date): Clock {
+  return { ...systemTimers, now }
+}
+
+/**
+ * lru-cache options that measure its TTLs on `clock`. Its `ttlResolution` cache of the time is a
+ * real 1 ms timer, which would let an entry outlive a fake clock's advance, so it is off.
+ */
+export function cacheTiming(clock: Clock) {
+  return { perf: { now: () => clock.monotonic() }, ttlResolution: 0 }
+}
+
+/** Rejects with `error()` unless `promise` settles within `ms` of `clock`'s time; the timer goes either way. */
+export function withTimeout<T>(clock: Clock, promise: Promise<T>, ms: number, error: () => Error): Promise<T> {
+  let timer: Timer | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = clock.after(ms, () => reject(error()))
+  })
+  return Promise.race([promise, timeout]).finally(() => timer?.cancel())
+}
 
 const DAY_MS = 86_400_000
 

@@ -6,6 +6,7 @@ import { addDays, utcDate } from '../../src/shared/clock'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL } from '../helpers/env'
 import { ROOT } from '../helpers/process'
+import { clockWithWall } from '../../src/shared/clock'
 
 /**
  * `bun src/cli.ts sync` killed with SIGKILL mid-way: every game is one transaction, so the games
@@ -21,7 +22,7 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
   const seededAt = new Date(`${yesterday}T12:00:00.000Z`)
   const SCALE = 'small'
 
-  await syncGames({ db, source: createDemoSource({ scale: SCALE, now: () => seededAt }), clock: { now: () => seededAt }, logger: testLogger })
+  await syncGames({ db, source: createDemoSource({ scale: SCALE, now: () => seededAt }), clock: clockWithWall(() => seededAt), logger: testLogger })
 
   type PriceState = { game_id: number; card_id: number; printing: string; market_price: number; as_of: string; updated: string; change_24h: number | null }
   const prices = () =>

@@ -7,7 +7,7 @@ import { createDemoSource } from '../../src/modules/ingest/sources/demo'
 import { webhookAlertHook } from '../../src/modules/webhooks/alerts'
 import { createDeliveryWorker } from '../../src/modules/webhooks/delivery'
 import { createSecretBox } from '../../src/modules/webhooks/secret-box'
-import { systemClock, utcDate } from '../../src/shared/clock'
+import { clockWithWall, systemClock, utcDate } from '../../src/shared/clock'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../helpers/db'
 import { TEST_NOW } from '../helpers/env'
 import { startWebhookReceiver } from '../fixtures/webhook-receiver'
@@ -75,7 +75,7 @@ describe('price alerts from a sync to the receiver', async () => {
   /** Syncs the next day with the card's primary market price at `price`; the worker runs as the server runs it. */
   async function syncWithPrice(price: number) {
     const now = syncInstant(++day)
-    const clock = { now: () => now }
+    const clock = clockWithWall(() => now)
     const { changes } = await runSyncJob(
       {
         db,

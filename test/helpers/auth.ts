@@ -33,16 +33,7 @@ export async function testRedis(prefix = testRedisPrefix()): Promise<Redis | und
   return redis
 }
 
-/** A clock tests move by hand (starts at TEST_NOW). */
-export function manualClock(start: Date = TEST_NOW) {
-  let now = start
-  return {
-    now: () => now,
-    set(instant: Date | string) {
-      now = new Date(instant)
-    },
-  }
-}
+export { manualClock } from './clock'
 
 let accounts = 0
 

@@ -13,7 +13,9 @@ import { TEST_DATABASE_URL, TEST_NOW } from './env'
 export type Template = 'empty' | 'seeded'
 
 export const testLogger = createLogger('silent')
-export const testClock = { now: () => TEST_NOW }
+import { testClock } from './clock'
+
+export { testClock }
 export const tinySource = () => createDemoSource({ scale: 'tiny', now: () => TEST_NOW })
 
 export { selectRows } from '../../src/db/client'

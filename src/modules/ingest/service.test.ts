@@ -9,10 +9,11 @@ import { backfillDates, DEFAULT_BACKFILL, HISTORY_START, percentChange } from '.
 import { syncGames } from './service'
 import type { MarketplaceSource, SourceProduct } from './source'
 import { cleanName } from '../../shared/text'
+import { clockWithWall } from '../../shared/clock'
 
 const TODAY = utcDate(TEST_NOW)
 const TOMORROW = addDays(TODAY, 1)
-const tomorrowClock = { now: () => new Date(TEST_NOW.getTime() + 86_400_000) }
+const tomorrowClock = clockWithWall(() => new Date(TEST_NOW.getTime() + 86_400_000))
 
 /** Everything a sync writes, in a stable order, minus the "last synced" stamps. */
 async function catalogState(db: Database) {

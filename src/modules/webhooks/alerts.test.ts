@@ -4,9 +4,9 @@ import fc from 'fast-check'
 import { type Database, openPostgres } from '../../db/client'
 import { runSyncJob } from '../../jobs/sync-job'
 import { createDemoSource } from '../../modules/ingest/sources/demo'
-import { utcDate } from '../../shared/clock'
+import { clockWithWall, utcDate } from '../../shared/clock'
 import { createLogger } from '../../shared/logger'
-import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testClock, testLogger } from '../../../test/helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW } from '../../../test/helpers/env'
 import { catchUpAlerts, evaluateAlerts, webhookAlertHook } from './alerts'
 
@@ -277,7 +277,7 @@ describe("a new leader's catch-up", () => {
       await setPrice(card, 7.5)
     }
     const wakeUps: number[] = []
-    const deps = { db, clock: { now: () => LATER }, logger: testLogger }
+    const deps = { db, clock: clockWithWall(() => LATER), logger: testLogger }
     expect(await catchUpAlerts(deps, { onAlerts: (fired) => wakeUps.push(fired) })).toEqual({ fired: 2, rearmed: 0 })
     expect(wakeUps).toEqual([2])
     for (const webhook of webhooks) expect(await state(webhook)).toEqual({ armed: false, triggered_ms: LATER.getTime() })
@@ -453,7 +453,7 @@ describe('atomicity', () => {
   test("after a failed hook call, the hook's next call evaluates every webhook, whatever cards its batch brings", async () => {
     const { db: own, cardIds, unwatched, unchanged, allow, own: fixtureOf } = await outboxRefusingAlerts()
     const wakeUps: number[] = []
-    const hook = webhookAlertHook({ db: own, clock: { now: () => TEST_NOW }, logger: testLogger }, { onAlerts: (fired) => wakeUps.push(fired) })
+    const hook = webhookAlertHook({ db: own, clock: testClock, logger: testLogger }, { onAlerts: (fired) => wakeUps.push(fired) })
     const batch = (ids: number[]) => ({
       job: 'manual-sync',
       runId: 1,
@@ -523,7 +523,7 @@ describe('after a sync, through the sync job and its alert hook', () => {
     const logger = createLogger('info', { write: (line: string) => void logged.push(line) })
     const wakeUps: number[] = []
     const syncAt = async (now: Date) => {
-      const clock = { now: () => now }
+      const clock = clockWithWall(() => now)
       const hook = webhookAlertHook({ db: synced.db, clock, logger }, { onAlerts: (fired) => wakeUps.push(fired) })
       return runSyncJob(
         { db: synced.db, source: createDemoSource({ scale: 'tiny', now: () => now }), clock, logger: testLogger, redis: undefined, alertHook: hook },

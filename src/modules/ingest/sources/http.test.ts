@@ -7,6 +7,7 @@ import { marketplaceSource } from '../../../deps'
 import type { MarketplaceSource, SourceListing, SourcePrice, SourceProduct } from '../source'
 import { createDemoSource } from './demo'
 import { createHttpSource, type Fetch, MarketplaceError, type MarketplaceErrorKind } from './http'
+import { testClock } from '../../../../test/helpers/clock'
 
 const TODAY = TEST_NOW.toISOString().slice(0, 10)
 const TIMEOUT_MS = 250
@@ -99,11 +100,11 @@ describe('http source against a healthy marketplace', async () => {
   })
 
   test('MARKETPLACE_URL makes the service read this marketplace; without it the demo answers', async () => {
-    const viaConfig = marketplaceSource(loadConfig({ MARKETPLACE_URL: market.url, MARKETPLACE_TIMEOUT_MS: '500' }), { now: () => TEST_NOW })
+    const viaConfig = marketplaceSource(loadConfig({ MARKETPLACE_URL: market.url, MARKETPLACE_TIMEOUT_MS: '500' }), testClock)
     const before = market.requests('/categories')
     expect(await viaConfig.listGames()).toEqual(games)
     expect(market.requests('/categories')).toBe(before + 1)
-    const builtIn = marketplaceSource(loadConfig({ DEMO_SCALE: 'tiny' }), { now: () => TEST_NOW })
+    const builtIn = marketplaceSource(loadConfig({ DEMO_SCALE: 'tiny' }), testClock)
     expect(await builtIn.listListings(ids.productId)).toEqual(await demo.listListings(ids.productId))
     expect(market.requests('/categories')).toBe(before + 1)
   })
