@@ -84,8 +84,8 @@ describe('eventually', () => {
   })
 
   test('fails with what was awaited, or with the last error the check threw', async () => {
-    expect(eventually(() => false, { timeout: 30, what: 'the impossible' })).rejects.toThrow('the impossible not reached within 30 ms')
-    expect(
+    await expect(eventually(() => false, { timeout: 30, what: 'the impossible' })).rejects.toThrow('the impossible not reached within 30 ms')
+    await expect(
       eventually(
         () => {
           throw new Error('still 3')
