@@ -29,7 +29,7 @@ export async function testRedis(prefix = testRedisPrefix()): Promise<Redis | und
     if (keys.length > 0) await admin.del(...keys)
     admin.disconnect()
     redis.disconnect()
-  })
+  }, 30_000)
   return redis
 }
 

@@ -92,6 +92,9 @@ export async function dropTemplates() {
 
 let counter = 0
 
+/** Closing and dropping a database waits on PostgreSQL, which a loaded machine slows. */
+const CLEANUP_MS = 60_000
+
 /** A test database; `url` (PostgreSQL only) lets child processes (`DATABASE_URL`) open the same one. */
 export type TestDatabase = DatabaseHandle & { url?: string }
 
@@ -105,7 +108,7 @@ export async function freshDatabase(template: Template = 'seeded'): Promise<Test
   const source = await built
   if (source.kind === 'pglite') {
     const handle = await openPglite({ loadDataDir: source.dump })
-    afterAll(() => handle.close())
+    afterAll(() => handle.close(), CLEANUP_MS)
     return handle
   }
   const name = `tcg_test_${process.pid}_${++counter}`
@@ -114,7 +117,8 @@ export async function freshDatabase(template: Template = 'seeded'): Promise<Test
   const handle = await openPostgres(url, { max: 8 })
   afterAll(async () => {
     await handle.close()
-    await admin((sql) => sql.unsafe(`drop database if exists ${name}`))
-  })
+    // Forced: a child process a test killed may still hold a connection the server has not reaped.
+    await admin((sql) => sql.unsafe(`drop database if exists ${name} with (force)`))
+  }, CLEANUP_MS)
   return { ...handle, url }
 }

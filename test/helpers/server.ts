@@ -30,7 +30,7 @@ export function startServer(deps: TestAppDeps, extend: (app: App) => App = (app)
   const app = extend(createApp(appDeps(deps))).listen({ port: 0, hostname: '127.0.0.1' })
   const base = `http://127.0.0.1:${app.server!.port}`
   const stop = () => stopApp(app)
-  afterAll(stop)
+  afterAll(stop, 60_000) // stopping drains connections and flushes counters to the database
   const get = (path: string, init?: RequestInit) => fetch(base + path, init)
   const json = async (path: string, key?: string) => {
     const response = await get(path, key === undefined ? undefined : { headers: { 'x-api-key': key } })
