@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { Sql } from 'postgres'
 import { type Database, selectRows } from '../db/client'
+import { type Clock, type Timer, withTimeout } from '../shared/clock'
 import type { Logger } from '../shared/logger'
 
 /**
@@ -38,7 +39,7 @@ const holdsLockQuery = (backendPid: string) => `
  * exactly as long as that connection. postgres.js would silently reopen a lost connection as a
  * new session without the lock; `holdsLock` asks pg_locks, so that is noticed.
  */
-export async function postgresLockSession(url: string, options: { connectTimeoutSeconds: number }): Promise<LockSession> {
+export async function postgresLockSession(url: string, options: { connectTimeoutSeconds: number; clock: Clock }): Promise<LockSession> {
   const { default: postgres } = await import('postgres')
   const client: Sql = postgres(url, {
     max: 1,
@@ -69,7 +70,7 @@ export async function postgresLockSession(url: string, options: { connectTimeout
       // backend has noticed the closed connection, and the next leader should not wait for that.
       if (backendPid !== undefined) {
         // Bounded like every lock statement: a stop must not wait on a connection that died.
-        await withTimeout(client`select pg_advisory_unlock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int)`).catch(() => {})
+        await statementBound(options.clock, client`select pg_advisory_unlock(${LEADER_LOCK.classId}::int, ${LEADER_LOCK.objectId}::int)`).catch(() => {})
       }
       await client.end({ timeout: 2 })
     },
@@ -111,6 +112,8 @@ export interface LeaderElectionOptions {
   openSession: () => Promise<LockSession>
   /** How often a follower tries to take the lock, and how often the leader checks it still holds it. */
   retryMs: number
+  /** Runs the retry interval and the statement bound. */
+  clock: Clock
   logger: Logger
   /** Called when this node starts leading (catch-up runs from here). */
   onLead?: () => void
@@ -124,11 +127,11 @@ export interface LeaderElectionOptions {
  * lock, and stops leading the moment it does not (then competes again on a fresh session).
  */
 export function leaderElection(options: LeaderElectionOptions): LeaderElection {
-  const { logger } = options
+  const { logger, clock } = options
   let session: LockSession | undefined
   let leading = false
   let stopped = true
-  let timer: ReturnType<typeof setTimeout> | undefined
+  let timer: Timer | undefined
   let checking: Promise<void> | undefined
 
   async function dropSession() {
@@ -141,11 +144,11 @@ export function leaderElection(options: LeaderElectionOptions): LeaderElection {
     if (stopped) return
     try {
       if (leading) {
-        if (!(await withTimeout(session!.holdsLock()))) throw new Error('the leader lock is no longer held through this lock session')
+        if (!(await statementBound(clock, session!.holdsLock()))) throw new Error('the leader lock is no longer held through this lock session')
         return
       }
       session ??= await options.openSession()
-      if (await withTimeout(session.tryLock())) {
+      if (await statementBound(clock, session.tryLock())) {
         if (stopped) return
         leading = true
         logger.info('this node now leads the scheduled jobs')
@@ -165,10 +168,13 @@ export function leaderElection(options: LeaderElectionOptions): LeaderElection {
 
   function schedule() {
     if (stopped) return
-    timer = setTimeout(() => {
-      checking = check().finally(schedule)
-    }, options.retryMs)
-    timer.unref?.()
+    timer = clock.after(
+      options.retryMs,
+      () => {
+        checking = check().finally(schedule)
+      },
+      { unref: true },
+    )
   }
 
   return {
@@ -179,7 +185,7 @@ export function leaderElection(options: LeaderElectionOptions): LeaderElection {
     },
     async stop() {
       stopped = true
-      clearTimeout(timer)
+      timer?.cancel()
       await checking?.catch(() => {})
       if (leading) logger.info('released the leader lock')
       leading = false
@@ -189,10 +195,7 @@ export function leaderElection(options: LeaderElectionOptions): LeaderElection {
   }
 }
 
-function withTimeout<T>(promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer from the database within ${STATEMENT_TIMEOUT_MS} ms`)), STATEMENT_TIMEOUT_MS)
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+/** A lock statement that does not answer within the bound counts as a dead connection. */
+function statementBound<T>(clock: Clock, promise: Promise<T>): Promise<T> {
+  return withTimeout(clock, promise, STATEMENT_TIMEOUT_MS, () => new Error(`no answer from the database within ${STATEMENT_TIMEOUT_MS} ms`))
 }

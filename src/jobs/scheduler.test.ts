@@ -2,11 +2,13 @@ import { afterAll, afterEach, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { appReady, createApp, refreshAppSnapshot, stopApp } from '../app'
 import { loadConfig } from '../config'
+import { createLogger } from '../shared/logger'
 import { recrawlConditions } from '../modules/conditions/recrawl'
 import { createDemoSource } from '../modules/ingest/sources/demo'
 import { manualClock, testRedis } from '../../test/helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../../test/helpers/db'
 import { TEST_NOW } from '../../test/helpers/env'
+import { eventually } from '../../test/helpers/eventually'
 import { appDeps } from '../../test/helpers/server'
 import type { PriceChangeBatch } from './alerts'
 import { runsOf, startJobRun } from './runs'
@@ -34,22 +36,23 @@ const deps: SchedulerDeps = {
 // A real app on the same database and clock: its snapshot must follow the scheduled sync.
 const app = createApp(appDeps({ db: database.db, redis, logger: testLogger, clock }))
 await appReady(app)
-afterAll(() => stopApp(app))
+afterAll(() => stopApp(app), 30_000)
 const readiness = async () => (await (await app.handle(new Request('http://localhost/ready'))).json()) as any
 
 const batches: PriceChangeBatch[] = []
 let snapshotRefreshes = 0
 const schedulers: Scheduler[] = []
-// Stopped after each test (a failed one included), before the database is dropped.
+// Stopped after each test (a failed one included), before the database is dropped; a stop may
+// wait for a running sync and close a lock session.
 afterEach(async () => {
   for (const scheduler of schedulers.splice(0)) await scheduler.stop()
-})
+}, 30_000)
 
 /** A cron pattern that does not fire while a test runs. */
 const ONLY_ON_LEAP_DAYS = '0 0 0 29 2 *'
 
-function scheduler(options: Partial<SchedulerOptions> = {}) {
-  const created = createScheduler(deps, {
+function scheduler(options: Partial<SchedulerOptions> = {}, schedulerDeps: SchedulerDeps = deps) {
+  const created = createScheduler(schedulerDeps, {
     alertHook: async (batch) => void batches.push(batch),
     refreshSnapshot: async () => {
       snapshotRefreshes++
@@ -65,14 +68,6 @@ function scheduler(options: Partial<SchedulerOptions> = {}) {
   return created
 }
 
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`not true within ${timeoutMs} ms`)
-    await Bun.sleep(20)
-  }
-}
-
 const slugsOfTier = async (tier: number) =>
   (await selectRows<{ slug: string }>(database.db, sql`select slug from games where priority = ${tier} order by slug`)).map((row) => row.slug)
 
@@ -81,7 +76,7 @@ describe('scheduled syncs on the leader', () => {
     const versionBefore = (await readiness()).snapshot.version
     const node = scheduler()
     node.start()
-    await until(() => node.isLeader())
+    await eventually(() => node.isLeader(), { what: 'leading' })
     await node.idle()
 
     const [tier3] = await runsOf(database.db, 'sync-tier-3')
@@ -127,16 +122,16 @@ describe('scheduled syncs on the leader', () => {
     // This node's snapshot was rebuilt at once (no change message or poll needed).
     expect(snapshotRefreshes).toBe(1)
     expect((await readiness()).snapshot.version).not.toBe(versionBefore)
-  }, 60_000)
+  }, 120_000)
 
   test('a node that leads next (after a restart or a takeover) finds nothing due and runs nothing again', async () => {
     const next = scheduler()
     next.start()
-    await until(() => next.isLeader())
+    await eventually(() => next.isLeader(), { what: 'leading' })
     await next.idle()
     expect(await runsOf(database.db, 'sync-tier-3')).toHaveLength(1)
     expect(batches).toHaveLength(1)
-  }, 30_000)
+  }, 60_000)
 
   test('a run left unfinished by a node that died is marked failed at the next lead, and its games are synced', async () => {
     // As if a leader died mid-way through the tier 2 run due at 2026-11-21T08:00Z.
@@ -149,7 +144,7 @@ describe('scheduled syncs on the leader', () => {
     })
     const node = scheduler()
     node.start()
-    await until(() => node.isLeader())
+    await eventually(() => node.isLeader(), { what: 'leading' })
     await node.idle()
     const runs = await runsOf(database.db, 'sync-tier-2')
     expect(runs.map((run) => [run.id, run.outcome])).toEqual([
@@ -165,23 +160,35 @@ describe('scheduled syncs on the leader', () => {
     )
     expect(behind!.n).toBe(0)
     expect(batches.map((batch) => batch.job)).toEqual(['sync-tier-3', 'sync-tier-2'])
-  }, 60_000)
+  }, 120_000)
 
   test('a cron tick runs the job on the leader, once per scheduled instant', async () => {
     // Tier 3 fires every second here; the clock stands at 09:00:00Z, so every tick names that one instant.
     clock.set('2026-11-21T09:00:00Z')
     const before = (await runsOf(database.db, 'sync-tier-3')).length
-    const node = scheduler({ patterns: { 'sync-tier-3': '* * * * * *' } })
+    // Each tick that finds nothing due says so at debug level: counting those counts the ticks.
+    const logged: { job?: string; scheduledFor?: string; msg: string }[] = []
+    const logger = createLogger('debug', { write: (line: string) => void logged.push(JSON.parse(line)) })
+    const nothingDue = () => logged.filter((line) => line.job === 'sync-tier-3' && line.msg.startsWith('nothing due'))
+    const node = scheduler({ patterns: { 'sync-tier-3': '* * * * * *' } }, { ...deps, logger })
     node.start()
-    await until(() => node.isLeader())
-    await until(async () => (await runsOf(database.db, 'sync-tier-3')).length > before)
-    await Bun.sleep(2_500) // two more ticks
+    await eventually(() => node.isLeader(), { what: 'leading' })
+    await eventually(async () => (await runsOf(database.db, 'sync-tier-3')).slice(before).some((run) => run.outcome !== 'running'), {
+      timeout: 60_000,
+      what: 'the tier 3 run finished',
+    })
+    // Two more ticks of the same instant find nothing due.
+    const ticks = nothingDue().length
+    await eventually(() => nothingDue().length >= ticks + 2, { timeout: 30_000, what: 'two more ticks' })
+    expect(new Set(nothingDue().map((line) => line.scheduledFor))).toEqual(new Set(['2026-11-21T09:00:00.000Z']))
+    // Stopped before waiting for the lane: a tick every second on a slow machine would keep it busy.
+    await node.stop()
     await node.idle()
     const runs = await runsOf(database.db, 'sync-tier-3')
     expect(runs).toHaveLength(before + 1)
     expect(runs.at(-1)!.scheduledFor.toISOString()).toBe('2026-11-21T09:00:00.000Z')
     expect(runs.at(-1)!.outcome).toBe('succeeded')
-  }, 30_000)
+  }, 120_000)
 
   test('the condition re-crawl runs on the leader at the configured rate, and each run is recorded', async () => {
     clock.set('2026-11-21T10:00:00Z')
@@ -195,7 +202,10 @@ describe('scheduled syncs on the leader', () => {
       },
     })
     node.start()
-    await until(async () => (await runsOf(database.db, 'condition-recrawl')).some((run) => run.outcome !== 'running'))
+    await eventually(async () => (await runsOf(database.db, 'condition-recrawl')).some((run) => run.outcome !== 'running'), {
+      timeout: 60_000,
+      what: 'a finished re-crawl run',
+    })
     await node.stop()
     expect(limits[0]).toBe(config.conditionRecrawlPerMinute)
     const [first] = await runsOf(database.db, 'condition-recrawl')
@@ -204,16 +214,32 @@ describe('scheduled syncs on the leader', () => {
     expect(refreshed!.n).toBeGreaterThan(0)
     expect(first!.rowsChanged).toBeGreaterThan(0)
     expect(first!.rowsChanged).toBeLessThanOrEqual(config.conditionRecrawlPerMinute)
-  }, 30_000)
+  }, 90_000)
 
-  test('JOBS_ENABLED=false: the node never leads and runs nothing', async () => {
+  test('JOBS_ENABLED=false: the node never competes for the lead and runs nothing', async () => {
     clock.set('2026-11-22T09:00:00Z') // tier 3 and 2 are due again
-    const node = createScheduler({ ...deps, config: { ...config, jobsEnabled: false } }, { alertHook: async (batch) => void batches.push(batch) })
-    schedulers.push(node)
-    node.start()
-    await Bun.sleep(2_500)
-    expect(node.isLeader()).toBe(false)
-    await node.idle()
+    const opened: boolean[] = []
+    const node = (jobsEnabled: boolean) => {
+      const created = createScheduler(
+        { ...deps, config: { ...config, jobsEnabled } },
+        {
+          alertHook: async (batch) => void batches.push(batch),
+          openLockSession: () => (opened.push(jobsEnabled), Promise.reject(new Error('no lock in this test'))),
+        },
+      )
+      schedulers.push(created)
+      return created
+    }
+    // A node that competes asks for its lock session within start(): an enabled one shows it.
+    const enabled = node(true)
+    enabled.start()
+    expect(opened).toEqual([true])
+    await enabled.stop()
+    const disabled = node(false)
+    disabled.start()
+    expect(opened).toEqual([true])
+    expect(disabled.isLeader()).toBe(false)
+    await disabled.idle()
     const [pending] = await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from job_runs where scheduled_for >= '2026-11-22T00:00:00Z'`)
     expect(pending!.n).toBe(0)
   }, 30_000)

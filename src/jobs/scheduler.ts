@@ -3,6 +3,7 @@ import type { Cron } from 'croner'
 import { Elysia } from 'elysia'
 import type { Deps } from '../deps'
 import { recrawlConditions } from '../modules/conditions/recrawl'
+import { withTimeout } from '../shared/clock'
 import type { AlertHook } from './alerts'
 import { leaderElection, type LockSession, pgliteLockSession, postgresLockSession } from './leader'
 import { failInterruptedRuns, finishJobRun, lastSyncedBySlug, pruneRuns, startJobRun } from './runs'
@@ -65,7 +66,7 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
     options.openLockSession ??
     (() =>
       config.databaseUrl && deps.database.driver === 'postgres'
-        ? postgresLockSession(config.databaseUrl, { connectTimeoutSeconds: config.databaseConnectTimeoutSeconds })
+        ? postgresLockSession(config.databaseUrl, { connectTimeoutSeconds: config.databaseConnectTimeoutSeconds, clock: deps.clock })
         : Promise.resolve(pgliteLockSession(deps.db)))
 
   let crons: Cron[] = []
@@ -80,6 +81,7 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
   const election = leaderElection({
     openSession: openLockSession,
     retryMs: config.leaderRetrySeconds * 1000,
+    clock: deps.clock,
     logger,
     onLead: () => {
       catchingUp = catchUp()
@@ -195,14 +197,9 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
       stopping = true
       for (const job of crons) job.stop()
       crons = []
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const bound = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, STOP_WAIT_MS)
-      })
       // Only a sync is waited for: the re-crawl spreads its requests over a whole minute, and a
       // card it has not reached yet is simply taken by the next run.
-      await Promise.race([syncLane, bound])
-      clearTimeout(timer)
+      await withTimeout(deps.clock, syncLane, STOP_WAIT_MS, () => new Error('the running sync did not finish in time')).catch(() => {})
       await election.stop()
     },
     isLeader: () => election.isLeader(),

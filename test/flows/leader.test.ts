@@ -1,9 +1,11 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { LEADER_LOCK } from '../../src/jobs/leader'
+import { systemClock } from '../../src/shared/clock'
 import { testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, selectRows } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env'
+import { eventually } from '../helpers/eventually'
 import { type Listening, spawnUntilListening } from '../helpers/process'
 
 // Two real server processes on one PostgreSQL database. Embedded mode cannot have two nodes (one
@@ -16,7 +18,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
       node.child.kill('SIGKILL')
       await node.child.exited
     }
-  })
+  }, 30_000)
   const database = await freshDatabase('seeded')
   // Every game last synced eight days ago, whatever today is: each tier's latest run was missed.
   await database.db.execute(sql`update games set last_synced_at = now() - interval '8 days'`)
@@ -53,28 +55,53 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
         sql`select pid, application_name, state, wait_event, left(query, 200) as query from pg_stat_activity where datname = current_database()`,
       ),
     })
-  async function until(condition: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-    const started = Date.now()
-    while (!(await condition())) {
-      if (Date.now() - started > timeoutMs) throw new Error(`not true within ${timeoutMs} ms; database: ${await databaseState()}`)
-      await Bun.sleep(100)
-    }
-    return Date.now() - started
-  }
+  /** `eventually`, whose failure also reports the database's state. */
+  const awaitFact = <T>(check: () => Promise<T>, timeout: number, what: string) =>
+    eventually(check, { timeout, interval: 100, what }).catch(async (error: Error) => {
+      error.message += `; database: ${await databaseState()}`
+      throw error
+    })
+  /** The database's current instant, the yardstick for its sessions' `query_start`. */
+  const databaseNow = async () => (await selectRows<{ now: string }>(database.db, sql`select now()::text as now`))[0]!.now
+  /**
+   * Resolves once `count` nodes' leader lock sessions have each run a lock statement (an attempt
+   * or a renewal check, one per retry interval) that started `seconds` or more after `since`.
+   */
+  const leaderChecksAfter = (since: string, seconds: number, count: number) =>
+    awaitFact(
+      async () => {
+        const [row] = await selectRows<{ n: number }>(
+          database.db,
+          sql`select count(*)::int as n from pg_stat_activity where datname = current_database()
+              and application_name = 'tcg-price-api leader' and query_start >= ${since}::timestamptz + make_interval(secs => ${seconds})`,
+        )
+        return row!.n >= count
+      },
+      20_000,
+      `${count} leader checks ${seconds} s after ${since}`,
+    )
   // `listening` is logged at info; the servers run at warn otherwise.
   const start = () => spawnUntilListening(['src/index.ts'], { ...env, LOG_LEVEL: 'info' }).then((node) => (nodes.push(node), node))
 
   test('exactly one leads; the missed syncs run once, not again when the second node starts', async () => {
+    const startedAt = systemClock.now()
     const [a, b] = [await start(), await start()]
-    await until(async () => (await leads(a)) || (await leads(b)), 10_000)
-    // Settle past a few retry intervals: still exactly one.
-    await Bun.sleep(2_500)
+    await awaitFact(async () => (await leads(a)) || (await leads(b)), 30_000, 'a node leading')
+    // Both nodes try or check the lock again after one is seen leading: still exactly one.
+    await leaderChecksAfter(await databaseNow(), 0, 2)
     expect([await leads(a), await leads(b)].filter(Boolean)).toHaveLength(1)
-    await until(async () => {
-      const rows = await runs()
-      return rows.length >= 2 && rows.every((row) => row.outcome !== 'running')
-    }, 60_000)
-    await Bun.sleep(1_500)
+    await awaitFact(
+      async () => {
+        const rows = await runs()
+        return rows.length >= 2 && rows.every((row) => row.outcome !== 'running')
+      },
+      60_000,
+      'both missed syncs finished',
+    )
+    // A full retry interval after the runs finished, both nodes are still checking the lock: time
+    // for a second run to have started, had one been queued.
+    await leaderChecksAfter(await databaseNow(), 1, 2)
+    expect([await leads(a), await leads(b)].filter(Boolean)).toHaveLength(1)
     // The demo marketplace has games in tiers 3 and 2 only.
     expect(await runs()).toEqual([
       { job: 'sync-tier-2', outcome: 'succeeded', n: 1 },
@@ -83,8 +110,9 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
     const [behind] = await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from games where last_synced_at < now() - interval '1 hour'`)
     expect(behind!.n).toBe(0)
     const ready = (await (await fetch(`${a.url}/ready`)).json()) as any
-    expect(Date.parse(ready.jobs.last_sync.tier_3)).toBeGreaterThan(Date.now() - 120_000)
-  }, 90_000)
+    // Synced by this run, not left at the seed's eight days ago.
+    expect(Date.parse(ready.jobs.last_sync.tier_3)).toBeGreaterThanOrEqual(startedAt.getTime())
+  }, 120_000)
 
   test('kill -9 the leader: the other node leads within 30 s and runs nothing twice', async () => {
     const leader = (await leads(nodes[0]!)) ? nodes[0]! : nodes[1]!
@@ -92,11 +120,14 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
     expect(await leads(follower)).toBe(false)
     leader.child.kill('SIGKILL')
     await leader.child.exited
-    const waited = await until(() => leads(follower), 30_000)
+    const killedAt = systemClock.monotonic()
     // PostgreSQL ends the dead node's session and its lock at once; the follower retries every second.
-    expect(waited).toBeLessThan(30_000)
-    console.error(`[leader] takeover after kill -9: ${waited} ms`)
-    await Bun.sleep(2_000)
+    await awaitFact(() => leads(follower), 30_000, 'the follower leading')
+    console.error(`[leader] takeover after kill -9: ${Math.round(systemClock.monotonic() - killedAt)} ms`)
+    // The new leader's catch-up starts as it leads; a renewal check a full retry interval later
+    // shows it still leads, with time for a catch-up sync to have started had one been due.
+    await leaderChecksAfter(await databaseNow(), 1, 1)
+    expect(await leads(follower)).toBe(true)
     expect(await runs()).toEqual([
       { job: 'sync-tier-2', outcome: 'succeeded', n: 1 },
       { job: 'sync-tier-3', outcome: 'succeeded', n: 1 },
@@ -110,5 +141,5 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
       sql`select count(*)::int as n from pg_locks where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database()) and classid = ${LEADER_LOCK.classId} and objid = ${LEADER_LOCK.objectId}`,
     )
     expect(held!.n).toBe(0)
-  }, 60_000)
+  }, 90_000)
 })

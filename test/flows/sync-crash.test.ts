@@ -2,11 +2,11 @@ import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { syncGames } from '../../src/modules/ingest/service'
 import { createDemoSource } from '../../src/modules/ingest/sources/demo'
-import { addDays, utcDate } from '../../src/shared/clock'
+import { addDays, clockWithWall, systemClock, utcDate } from '../../src/shared/clock'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL } from '../helpers/env'
+import { eventually } from '../helpers/eventually'
 import { ROOT } from '../helpers/process'
-import { clockWithWall } from '../../src/shared/clock'
 
 /**
  * `bun src/cli.ts sync` killed with SIGKILL mid-way: every game is one transaction, so the games
@@ -17,7 +17,7 @@ import { clockWithWall } from '../../src/shared/clock'
 describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
   const database = await freshDatabase('empty')
   const { db } = database
-  const today = utcDate(new Date())
+  const today = utcDate(systemClock.now())
   const yesterday = addDays(today, -1)
   const seededAt = new Date(`${yesterday}T12:00:00.000Z`)
   const SCALE = 'small'
@@ -63,16 +63,15 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
 
     const child = cli()
     // Kill once a few games have committed and the next one has started: sync_runs says which
-    // finished and which one is running (between two games, none is).
-    const deadline = Date.now() + 60_000
-    let finished = 0
-    let inProgress = 0
-    while ((finished < 3 || inProgress === 0) && Date.now() < deadline && child.exitCode === null) {
-      await Bun.sleep(10)
-      const now = await runs()
-      finished = now.filter((run) => run.status === 'succeeded').length
-      inProgress = now.filter((run) => run.status === 'running').length
-    }
+    // finished and which one is running (between two games, none is). A process that ended first fails below.
+    await eventually(
+      async () => {
+        if (child.exitCode !== null) return true
+        const now = await runs()
+        return now.filter((run) => run.status === 'succeeded').length >= 3 && now.some((run) => run.status === 'running')
+      },
+      { timeout: 60_000, interval: 10, what: 'three games synced and a fourth in progress' },
+    )
     expect(child.exitCode).toBeNull()
     child.kill('SIGKILL')
     await child.exited

@@ -1,9 +1,12 @@
 import { describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { sql } from 'drizzle-orm'
+import { fakeClock } from '../../../test/helpers/clock'
 import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
 import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
+import { eventually } from '../../../test/helpers/eventually'
 import { startServer } from '../../../test/helpers/server'
+import { healthRoutes } from './routes'
 
 describe('health and readiness', async () => {
   const seeded = await freshDatabase('seeded')
@@ -73,6 +76,23 @@ describe('health and readiness', async () => {
     expect(body.status).toBe('degraded')
     expect(body.checks.redis).toBe('error')
     dead.disconnect()
+  })
+
+  test('/ready gives up on a check that hangs once 2 s of its clock have passed', async () => {
+    const clock = fakeClock()
+    const hanging = { ping: () => new Promise(() => {}) } as unknown as Redis
+    const routes = healthRoutes({ db: seeded.db, redis: hanging, clock, quotaMode: () => 'degraded', snapshot: () => null })
+    let answered = false
+    const answer = routes.handle(new Request('http://localhost/ready')).then((response) => ((answered = true), response))
+    // The database check has answered (its bound is gone); the Redis one waits on its own.
+    await eventually(() => clock.pending() === 1, { what: 'only the Redis check waiting' })
+    await clock.advance(1_999)
+    expect(answered).toBe(false)
+    await clock.advance(1)
+    await eventually(() => answered, { what: '/ready answering' })
+    const response = await answer
+    expect(response.status).toBe(503)
+    expect(((await response.json()) as any).checks).toEqual({ database: 'ok', data: 'ok', redis: 'error', quota: 'degraded' })
   })
 
   test.skipIf(!TEST_REDIS_URL)('/ready checks the real Redis (needs TEST_REDIS_URL)', async () => {

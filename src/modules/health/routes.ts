@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { lastSyncPerTier } from '../../jobs/runs'
+import { type Clock, withTimeout } from '../../shared/clock'
 import { isCatalogEmpty } from '../ingest/service'
 import type { SnapshotStatus } from '../snapshot/store'
 
@@ -66,23 +67,17 @@ const NO_SYNC = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
 const PROBE_TIMEOUT_MS = 2_000
 
 /** The check's verdict, or 'error' when it throws or is too slow (an unreachable dependency is an answer here). */
-async function probe<T extends string>(check: () => Promise<T>): Promise<T | 'error'> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const deadline = new Promise<'error'>((resolve) => {
-    timer = setTimeout(() => resolve('error'), PROBE_TIMEOUT_MS)
-  })
+async function probe<T extends string>(clock: Clock, check: () => Promise<T>): Promise<T | 'error'> {
   try {
-    return await Promise.race([check(), deadline])
+    return await withTimeout(clock, check(), PROBE_TIMEOUT_MS, () => new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`))
   } catch {
     return 'error'
-  } finally {
-    clearTimeout(timer)
   }
 }
 
 /** Liveness and readiness for load balancers and orchestrators. */
 export function healthRoutes(
-  deps: Pick<Deps, 'db' | 'redis'> & {
+  deps: Pick<Deps, 'db' | 'redis' | 'clock'> & {
     quotaMode: () => 'shared' | 'local' | 'degraded'
     snapshot: () => SnapshotStatus | null
     /** Absent on a node that runs no scheduler (tests): it does not lead. */
@@ -103,13 +98,13 @@ export function healthRoutes(
       async ({ set }) => {
         let lastSync: Record<string, string | null> = NO_SYNC
         const [data, redis] = await Promise.all([
-          probe(async () => {
+          probe(deps.clock, async () => {
             await deps.db.execute(sql`select 1`)
             const [empty, tiers] = await Promise.all([isCatalogEmpty(deps.db), lastSyncPerTier(deps.db)])
             lastSync = tiers
             return empty ? ('empty' as const) : ('ok' as const)
           }),
-          deps.redis ? probe(async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const),
+          deps.redis ? probe(deps.clock, async () => (await deps.redis!.ping(), 'ok' as const)) : ('not_configured' as const),
         ])
         // A database check that timed out may still finish later: what it finds then is not this answer's.
         if (data === 'error') lastSync = NO_SYNC
