@@ -1,4 +1,4 @@
-import { afterAll, setDefaultTimeout } from 'bun:test'
+import { afterAll } from 'bun:test'
 import { dropTemplates } from './helpers/db'
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from './helpers/env'
 
@@ -31,10 +31,6 @@ console.error(
   `[tests] database: ${TEST_DATABASE_URL ? `PostgreSQL (${TEST_DATABASE_URL})` : 'embedded PGlite (set TEST_DATABASE_URL for PostgreSQL)'}; ` +
     `redis: ${TEST_REDIS_URL ? TEST_REDIS_URL : 'NOT CONFIGURED: Redis-backed tests will be reported as skipped (set TEST_REDIS_URL)'}`,
 )
-
-// Tests and hooks start servers, processes and databases: on a loaded 2-core machine a test that
-// takes 2 s alone can take 8. The limit catches hangs, not slowness (docs/testing.md).
-setDefaultTimeout(30_000)
 
 // A preload's afterAll runs once, after the last file (process exit hooks do not fire under bun test).
 afterAll(dropTemplates)
