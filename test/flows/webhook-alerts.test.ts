@@ -8,6 +8,7 @@ import { webhookAlertHook } from '../../src/modules/webhooks/alerts'
 import { createDeliveryWorker } from '../../src/modules/webhooks/delivery'
 import { createSecretBox } from '../../src/modules/webhooks/secret-box'
 import { clockWithWall, systemClock, utcDate } from '../../src/shared/clock'
+import { fakeClock } from '../helpers/clock'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../helpers/db'
 import { TEST_NOW } from '../helpers/env'
 import { startWebhookReceiver } from '../fixtures/webhook-receiver'
@@ -16,8 +17,8 @@ import { seedWebhook, TEST_WEBHOOK_KEY, webhookOwner } from '../helpers/webhooks
 // End to end: a sync commits prices, the alert hook writes the crossings to the outbox and wakes
 // the delivery worker, which POSTs them to a real receiver. The marketplace is the tiny demo one,
 // with one card's primary market price steered by the test, day by day. The syncs stand on days
-// after TEST_NOW, before today, so their alerts are due for the worker, which signs with the
-// system clock (the standardwebhooks oracle refuses timestamps far from now). Once per crossing is
+// after TEST_NOW, before today, so their alerts are due for the worker, whose clock stands at the
+// real now (the standardwebhooks oracle refuses timestamps far from now). Once per crossing is
 // the subject of the property test in src/modules/webhooks/alerts.test.ts; here it is the whole path.
 
 const SPEC_KEYS = ['event', 'card_id', 'card_name', 'condition', 'threshold', 'current_price', 'timestamp']
@@ -45,14 +46,14 @@ describe('price alerts from a sync to the receiver', async () => {
   const { db } = await freshDatabase('seeded')
   const box = await createSecretBox(TEST_WEBHOOK_KEY)
   const receiver = await startWebhookReceiver()
-  afterAll(() => receiver.stop())
-  // Polls only once a minute: an alert that goes out at once was sent by the hook's wake-up.
+  afterAll(() => receiver.stop(), 30_000)
+  // Its clock never moves, so it never polls: an alert that goes out was sent by the hook's wake-up.
   const worker = createDeliveryWorker(
-    { db, clock: systemClock, logger: testLogger },
+    { db, clock: fakeClock(systemClock.now()), logger: testLogger },
     { settings: { secrets: box, targets: { allowPrivateTargets: true } }, isLeader: () => true, pollMs: 60_000 },
   )
   worker.start()
-  afterAll(() => worker.stop())
+  afterAll(() => worker.stop(), 30_000)
 
   // A card with a market price on its primary printing (the test's own primary-printing oracle).
   const [card] = await selectRows<{ id: number; name: string; product: number; printing: string; price: number }>(
@@ -92,8 +93,8 @@ describe('price alerts from a sync to the receiver', async () => {
   }
   const outbox = () => selectRows<{ status: string }>(db, sql`select status from webhook_deliveries order by id`)
 
-  test('the syncs stand before today, so their alerts are due for a worker on the system clock', () => {
-    expect(syncInstant(4).getTime()).toBeLessThan(Date.now())
+  test('the syncs stand before today, so their alerts are due for a worker on the real now', () => {
+    expect(syncInstant(4).getTime()).toBeLessThan(systemClock.now().getTime())
   })
 
   test('no crossing: no alert, no delivery', async () => {
@@ -101,11 +102,11 @@ describe('price alerts from a sync to the receiver', async () => {
     await worker.drain()
     expect(await outbox()).toEqual([])
     expect(receiver.received()).toHaveLength(0)
-  }, 60_000)
+  }, 120_000)
 
   test('a crossing: exactly one delivery, sent at once, signed, with the spec fields', async () => {
     const crossedAt = await syncWithPrice(cents(threshold + 2.5))
-    const [request] = await receiver.waitFor(1, 5_000)
+    const [request] = await receiver.waitFor(1)
     await worker.drain()
     expect(receiver.received()).toHaveLength(1)
     expect(request!.path).toBe('/hooks/above')
@@ -121,7 +122,7 @@ describe('price alerts from a sync to the receiver', async () => {
       timestamp: crossedAt.toISOString(),
     })
     expect(await outbox()).toEqual([{ status: 'delivered' }])
-  }, 60_000)
+  }, 120_000)
 
   test('crossing back re-arms without a delivery; the next crossing delivers again, as a new event', async () => {
     await syncWithPrice(cents(threshold - 3))
@@ -131,7 +132,7 @@ describe('price alerts from a sync to the receiver', async () => {
     expect(rearmed!.armed).toBe(true)
 
     const crossedAt = await syncWithPrice(cents(threshold + 1))
-    const [first, second] = await receiver.waitFor(2, 5_000)
+    const [first, second] = await receiver.waitFor(2)
     await worker.drain()
     expect(receiver.received()).toHaveLength(2)
     expect(second!.headers['webhook-id']).not.toBe(first!.headers['webhook-id'])
@@ -139,5 +140,5 @@ describe('price alerts from a sync to the receiver', async () => {
     expect(payload).toMatchObject({ card_id: card!.id, current_price: cents(threshold + 1), timestamp: crossedAt.toISOString() })
     expect(await outbox()).toEqual([{ status: 'delivered' }, { status: 'delivered' }])
     expect(new Set(receiver.received().map((request) => request.path))).toEqual(new Set(['/hooks/above']))
-  }, 60_000)
+  }, 120_000)
 })

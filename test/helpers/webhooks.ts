@@ -5,6 +5,7 @@ import { createSecretBox, type SecretBox } from '../../src/modules/webhooks/secr
 import { newEventId, newSigningSecret } from '../../src/modules/webhooks/signing'
 import type { WebhookSettings } from '../../src/modules/webhooks/settings'
 import type { TargetPolicy } from '../../src/modules/webhooks/target-guard'
+import { systemClock } from '../../src/shared/clock'
 
 /** A secret box under a fresh random key, as WEBHOOK_SECRET_KEY would give. */
 export function testSecretBox(): Promise<SecretBox> {
@@ -67,16 +68,16 @@ export interface QueuedDelivery {
   payload: string
 }
 
-/** An outbox entry for the webhook, due at `dueAt` (default: now). */
+/** An outbox entry for the webhook, due at `dueAt` (default: now; a worker on a fake clock needs its `clock.now()`). */
 export async function queueDelivery(db: Database, webhookId: number, options: { payload?: string; dueAt?: Date } = {}): Promise<QueuedDelivery> {
   const eventId = newEventId()
   const payload =
     options.payload ??
-    JSON.stringify({ event: 'price_alert', card_id: webhookId, card_name: 'Pokémon — Ünïcode ✓ "quoted"', condition: 'above', threshold: 12.5, current_price: 12.75, timestamp: new Date().toISOString() })
+    JSON.stringify({ event: 'price_alert', card_id: webhookId, card_name: 'Pokémon — Ünïcode ✓ "quoted"', condition: 'above', threshold: 12.5, current_price: 12.75, timestamp: systemClock.now().toISOString() })
   const [row] = await db
     .insert(webhookDeliveries)
     // Due by this process's clock, which the worker reads, not by the database's (they may differ by a few ms).
-    .values({ webhookId, eventId, event: 'price_alert', payload, nextAttemptAt: options.dueAt ?? new Date() })
+    .values({ webhookId, eventId, event: 'price_alert', payload, nextAttemptAt: options.dueAt ?? systemClock.now() })
     .returning({ id: webhookDeliveries.id })
   return { id: row!.id, eventId, payload }
 }

@@ -8,6 +8,7 @@ import { clockWithWall, utcDate } from '../../shared/clock'
 import { createLogger } from '../../shared/logger'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testClock, testLogger } from '../../../test/helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW } from '../../../test/helpers/env'
+import { eventually } from '../../../test/helpers/eventually'
 import { catchUpAlerts, evaluateAlerts, webhookAlertHook } from './alerts'
 
 // Prices are set by hand on the seeded tiny catalog (as a sync would commit them), except in the
@@ -122,7 +123,7 @@ const { freshCard, setPrice, addWebhook, state, entries } = fixture
 const evaluate = (cardIds: number[] | undefined, now = TEST_NOW) => evaluateAlerts(db, { now, cardIds })
 
 // A full evaluation sees every webhook in the database: each test starts with none.
-afterEach(fixture.clearWebhooks)
+afterEach(fixture.clearWebhooks, 30_000)
 
 describe('an `above` webhook', () => {
   test('fires once when the price reaches exactly the threshold, stays quiet above it, re-arms below it and fires again', async () => {
@@ -397,10 +398,7 @@ describe('atomicity', () => {
             sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
           )
         )[0]!.n
-      for (let tries = 0; (await waiting()) < 2; tries++) {
-        if (tries > 1000) throw new Error('the evaluations never waited for the row')
-        await Bun.sleep(10)
-      }
+      await eventually(async () => (await waiting()) >= 2, { what: 'both evaluations waiting for the row' })
       release()
       await holding
       const results = await Promise.all(racing)
@@ -410,7 +408,7 @@ describe('atomicity', () => {
     } finally {
       await Promise.all([first, second, holder].map((handle) => handle!.close()))
     }
-   }, 30_000)
+  }, 30_000)
 
   /** A database of its own whose outbox refuses alerts until `allow()`, with one webhook due to fire and one to re-arm. */
   async function outboxRefusingAlerts() {

@@ -201,10 +201,10 @@ async function evaluateAndWake(
   cardIds: number[] | undefined,
   context: Record<string, unknown>,
 ): Promise<AlertEvaluation> {
-  const started = performance.now()
+  const started = deps.clock.monotonic()
   const evaluation = await evaluateAlerts(deps.db, { now: deps.clock.now(), cardIds })
   const { fired, rearmed } = evaluation
-  deps.logger.info({ ...context, cards: cardIds?.length, fired, rearmed, ms: Math.round(performance.now() - started) }, 'price alerts evaluated')
+  deps.logger.info({ ...context, cards: cardIds?.length, fired, rearmed, ms: Math.round(deps.clock.monotonic() - started) }, 'price alerts evaluated')
   if (fired > 0 && options.onAlerts) {
     try {
       options.onAlerts(fired)

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import fc from 'fast-check'
+import { systemClock } from '../../shared/clock'
 import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { queueDelivery, seedWebhook, TEST_WEBHOOK_KEY, webhookOwner } from '../../../test/helpers/webhooks'
 import { formatDuration, HISTORY_KEPT_MS, pruneDeliveryHistory, RETRY_DELAYS_MS, RETRY_JITTER, retryBackoff } from './delivery'
@@ -55,7 +56,7 @@ describe('pruneDeliveryHistory', async () => {
   const { id: webhookId } = await seedWebhook(db, box, { accountId: await webhookOwner(db), url: 'https://example.com/hook' })
 
   test('removes finished entries and attempts past the window, keeps pending entries and recent history', async () => {
-    const now = new Date()
+    const now = systemClock.now()
     const old = new Date(now.getTime() - HISTORY_KEPT_MS - 86_400_000)
     const recent = new Date(now.getTime() - 86_400_000)
     const entries = {

@@ -2,6 +2,7 @@ import { and, eq, inArray, lt, ne, type SQL, sql } from 'drizzle-orm'
 import { type Database, type Executor, selectRows } from '../../db/client'
 import { webhookAttempts, webhookDeliveries, webhooks } from '../../db/schema'
 import type { Deps } from '../../deps'
+import type { Timer } from '../../shared/clock'
 import { type AttemptRecord, recordAttempt } from './attempts'
 import { DELIVERY_TIMEOUT_MS, type SendResult, sendSigned } from './send'
 import type { WebhookSettings } from './settings'
@@ -93,7 +94,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
   let pumping: Promise<number> | undefined
   let pumpAgain = false
   let stopped = false
-  let timer: ReturnType<typeof setTimeout> | undefined
+  let timer: Timer | undefined
   let lastPruneAt = Number.NEGATIVE_INFINITY
   let pruning: Promise<void> | undefined
   let warnedNoSecrets = false
@@ -186,7 +187,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
     } else {
       result = await sendSigned(
         { url: entry.url, secret, eventId: entry.event_id, body: entry.payload, at },
-        { ...targets, timeoutMs },
+        { ...targets, timeoutMs, clock },
       )
     }
     try {
@@ -277,10 +278,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
 
   function schedulePoll() {
     if (stopped) return
-    timer = setTimeout(() => {
-      void pump().finally(schedulePoll)
-    }, pollMs)
-    timer.unref?.()
+    timer = clock.after(pollMs, () => void pump().finally(schedulePoll), { unref: true })
   }
 
   return {
@@ -291,7 +289,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
     },
     async stop() {
       stopped = true
-      clearTimeout(timer)
+      timer?.cancel()
       await pumping
       await Promise.all([...inFlight.values(), pruning])
     },

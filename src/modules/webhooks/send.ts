@@ -1,6 +1,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import type { Socket } from 'node:net'
+import type { Clock } from '../../shared/clock'
 import { signedHeaders } from './signing'
 import { checkConnectedAddress, checkLiteralHost, guardedLookup, parseTarget, RefusedTarget, type TargetPolicy } from './target-guard'
 
@@ -20,6 +21,8 @@ export interface SignedPost {
 export interface SendOptions extends TargetPolicy {
   /** From connecting to the response's status line (default 10 s). */
   timeoutMs?: number
+  /** Times the attempt: its timeout and its duration. */
+  clock: Clock
 }
 
 export interface SendResult {
@@ -43,8 +46,9 @@ const USER_AGENT = 'tcg-price-api-webhooks/1'
  * whole attempt; each attempt has its own connection, so every connection is checked.
  */
 export async function sendSigned(post: SignedPost, options: SendOptions): Promise<SendResult> {
-  const started = performance.now()
-  const result = (fields: Omit<SendResult, 'durationMs'>): SendResult => ({ ...fields, durationMs: Math.round(performance.now() - started) })
+  const { clock } = options
+  const started = clock.monotonic()
+  const result = (fields: Omit<SendResult, 'durationMs'>): SendResult => ({ ...fields, durationMs: Math.round(clock.monotonic() - started) })
   let url: URL
   try {
     url = parseTarget(post.url)
@@ -60,7 +64,7 @@ export async function sendSigned(post: SignedPost, options: SendOptions): Promis
     const finish = (fields: Omit<SendResult, 'durationMs'>) => {
       if (settled) return
       settled = true
-      clearTimeout(timer)
+      timer.cancel()
       resolve(result(fields))
     }
     const request = client.request(url, {
@@ -74,10 +78,10 @@ export async function sendSigned(post: SignedPost, options: SendOptions): Promis
         ...signedHeaders(post.secret, post.eventId, post.at, post.body),
       },
     })
-    const timer = setTimeout(() => {
+    const timer = clock.after(timeoutMs, () => {
       request.destroy()
       finish({ delivered: false, statusCode: null, error: `no response within ${timeoutMs / 1000} s` })
-    }, timeoutMs)
+    })
     request.on('socket', (socket: Socket) => {
       const check = () => {
         try {

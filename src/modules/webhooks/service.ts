@@ -59,9 +59,9 @@ export function initiallyArmed(condition: Condition, threshold: number, price: n
   return condition === 'above' ? price < threshold : price > threshold
 }
 
-async function checkUrl(url: string, settings: WebhookSettings) {
+async function checkUrl(url: string, settings: WebhookSettings, clock: Clock) {
   try {
-    await checkTargetAtCreation(url, settings.targets)
+    await checkTargetAtCreation(url, settings.targets, clock)
   } catch (error) {
     if (!(error instanceof RefusedTarget)) throw error
     throw new AppError('INVALID_PARAMETER', error.message, [{ field: 'url', message: error.message }])
@@ -72,7 +72,7 @@ export async function createWebhook(deps: WebhookDeps, account: Account, body: C
   requireWebhookTier(account)
   const card = await repo.findCardPrice(deps.db, body.card_id)
   if (!card) throw notFound(`Card ${body.card_id}`)
-  await checkUrl(body.url, deps.settings)
+  await checkUrl(body.url, deps.settings, deps.clock)
   const box = requireSecretBox(deps.settings)
   const secret = newSigningSecret()
   const secretCiphertext = await box.seal(secret)
@@ -188,7 +188,7 @@ export async function sendTestPing(deps: WebhookDeps, account: Account, webhookI
   }
   const eventId = newEventId()
   const body = JSON.stringify({ event: 'ping', webhook_id: webhook.id, timestamp: now.toISOString() })
-  const result = await sendSigned({ url: webhook.url, secret, eventId, body, at: now }, deps.settings.targets)
+  const result = await sendSigned({ url: webhook.url, secret, eventId, body, at: now }, { ...deps.settings.targets, clock: deps.clock })
   try {
     await recordAttempt(deps.db, { webhookId: webhook.id, eventId, event: 'ping', attempt: 1, at: now, result })
   } catch (error) {

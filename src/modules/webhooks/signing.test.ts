@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import { Webhook } from 'standardwebhooks'
+import { systemClock } from '../../shared/clock'
 import { newEventId, newSigningSecret, SECRET_PREFIX, signedHeaders } from './signing'
 
 // The oracle is the Standard Webhooks reference library, not our own code: what it verifies,
@@ -25,7 +26,7 @@ describe('Standard Webhooks signing', () => {
     fc.assert(
       fc.property(fc.json({ maxDepth: 3 }), fc.integer({ min: 0, max: 60 }), (body, ageSeconds) => {
         const secret = newSigningSecret()
-        const at = new Date(Date.now() - ageSeconds * 1000)
+        const at = new Date(systemClock.now().getTime() - ageSeconds * 1000)
         const headers = signedHeaders(secret, 'msg_abc', at, body)
         expect(headers['webhook-timestamp']).toBe(String(Math.floor(at.getTime() / 1000)))
         expect(headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/)
@@ -41,7 +42,7 @@ describe('Standard Webhooks signing', () => {
 
   test('the timestamp is the attempt’s: the reference library refuses one older than its tolerance', () => {
     const secret = newSigningSecret()
-    const headers = signedHeaders(secret, 'msg_old', new Date(Date.now() - 10 * 60_000), '{}')
+    const headers = signedHeaders(secret, 'msg_old', new Date(systemClock.now().getTime() - 10 * 60_000), '{}')
     expect(() => new Webhook(secret).verify('{}', headers)).toThrow(/timestamp/i)
   })
 })

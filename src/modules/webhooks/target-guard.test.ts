@@ -1,12 +1,26 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { checkConnectedAddress, checkTargetAtCreation, forbiddenAddress, guardedLookup, type Resolver } from './target-guard'
+import { fakeClock } from '../../../test/helpers/clock'
+import { eventually } from '../../../test/helpers/eventually'
+import { systemClock } from '../../shared/clock'
+import {
+  CREATION_LOOKUP_MS,
+  checkConnectedAddress,
+  checkTargetAtCreation,
+  forbiddenAddress,
+  guardedLookup,
+  type ResolvedAddress,
+  type Resolver,
+  type TargetPolicy,
+} from './target-guard'
 
 const strict = { allowPrivateTargets: false }
 const resolvingTo =
   (...addresses: string[]): Resolver =>
   async () =>
     addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
+// The machine's clock: a name left to the system resolver may take its lookup's full bound.
+const check = (url: string, policy: TargetPolicy) => checkTargetAtCreation(url, policy, systemClock)
 const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: Error) => error.message)
 
 describe('forbiddenAddress', () => {
@@ -63,8 +77,8 @@ describe('checkTargetAtCreation', () => {
     ['https://example.com/hook#part', 'fragment'],
     [`https://example.com/${'a'.repeat(2100)}`, '2048'],
   ])('%s is refused whatever the operator allows', async (url, words) => {
-    expect(await refusal(checkTargetAtCreation(url, strict))).toContain(words)
-    expect(await refusal(checkTargetAtCreation(url, { allowPrivateTargets: true }))).toContain(words)
+    expect(await refusal(check(url, strict))).toContain(words)
+    expect(await refusal(check(url, { allowPrivateTargets: true }))).toContain(words)
   })
 
   test.each([
@@ -78,32 +92,51 @@ describe('checkTargetAtCreation', () => {
     ['http://[fe80::1]/hook', 'link-local'],
     ['http://[::ffff:169.254.169.254]/', 'link-local'],
   ])('a literal address: %s is refused', async (url, words) => {
-    expect(await refusal(checkTargetAtCreation(url, strict))).toContain(words)
+    expect(await refusal(check(url, strict))).toContain(words)
   })
 
   test('a name resolving to a loopback address (the real resolver, localhost) is refused', async () => {
-    expect(await refusal(checkTargetAtCreation('http://localhost:3000/hook', strict))).toContain('resolves to a loopback address')
+    expect(await refusal(check('http://localhost:3000/hook', strict))).toContain('resolves to a loopback address')
   })
 
   test('a name is refused when any of its addresses is not public', async () => {
     const resolve = resolvingTo('93.184.215.14', '10.0.0.7')
-    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve }))).toContain('private address (10.0.0.7)')
+    expect(await refusal(check('https://hooks.example/x', { ...strict, resolve }))).toContain('private address (10.0.0.7)')
     const metadata = resolvingTo('169.254.169.254')
-    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve: metadata }))).toContain('link-local')
+    expect(await refusal(check('https://hooks.example/x', { ...strict, resolve: metadata }))).toContain('link-local')
   })
 
   test('a public name, or one that does not resolve yet, is accepted: the latter is judged at delivery', async () => {
-    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve: resolvingTo('93.184.215.14') }))).toBe('accepted')
-    expect(await refusal(checkTargetAtCreation('https://not-yet.invalid/x', strict))).toBe('accepted')
+    expect(await refusal(check('https://hooks.example/x', { ...strict, resolve: resolvingTo('93.184.215.14') }))).toBe('accepted')
+    expect(await refusal(check('https://not-yet.invalid/x', strict))).toBe('accepted')
     const failing: Resolver = async () => {
       throw Object.assign(new Error('queryA ENOTFOUND'), { code: 'ENOTFOUND' })
     }
-    expect(await refusal(checkTargetAtCreation('https://hooks.example/x', { ...strict, resolve: failing }))).toBe('accepted')
+    expect(await refusal(check('https://hooks.example/x', { ...strict, resolve: failing }))).toBe('accepted')
+  })
+
+  test(`a lookup that takes longer than ${CREATION_LOOKUP_MS} ms is accepted at that bound (judged at delivery); an answer in time is judged`, async () => {
+    const clock = fakeClock()
+    const answers: ((addresses: ResolvedAddress[]) => void)[] = []
+    const resolve: Resolver = () => new Promise((done) => answers.push(done))
+    let outcome: string | undefined
+    void refusal(checkTargetAtCreation('https://slow.example/x', { ...strict, resolve }, clock)).then((words) => (outcome = words))
+    await eventually(() => clock.pending() > 0)
+    await clock.advance(CREATION_LOOKUP_MS - 1)
+    expect(outcome).toBeUndefined()
+    await clock.advance(1)
+    expect(outcome).toBe('accepted')
+    // Answered just before the bound, a private address is still refused.
+    const inTime = refusal(checkTargetAtCreation('https://slow.example/x', { ...strict, resolve }, clock))
+    await clock.advance(CREATION_LOOKUP_MS - 1)
+    answers[1]!([{ address: '10.0.0.7', family: 4 }])
+    expect(await inTime).toContain('private address (10.0.0.7)')
+    expect(clock.pending()).toBe(0)
   })
 
   test('the operator may allow private targets: then only the form is checked', async () => {
-    expect(await refusal(checkTargetAtCreation('http://127.0.0.1:8080/hook', { allowPrivateTargets: true }))).toBe('accepted')
-    expect(await refusal(checkTargetAtCreation('http://localhost/hook', { allowPrivateTargets: true }))).toBe('accepted')
+    expect(await refusal(check('http://127.0.0.1:8080/hook', { allowPrivateTargets: true }))).toBe('accepted')
+    expect(await refusal(check('http://localhost/hook', { allowPrivateTargets: true }))).toBe('accepted')
   })
 })
 

@@ -1,5 +1,6 @@
 import { lookup } from 'node:dns/promises'
 import ipaddr from 'ipaddr.js'
+import { type Clock, withTimeout } from '../../shared/clock'
 
 /**
  * SSRF guard for webhook targets. A target must be http(s), and every address its host stands
@@ -32,7 +33,7 @@ export class RefusedTarget extends Error {
 
 const MAX_URL_LENGTH = 2048
 /** How long creation waits for DNS; a name not resolved in time is judged at delivery. */
-const CREATION_LOOKUP_MS = 2_000
+export const CREATION_LOOKUP_MS = 2_000
 
 const RANGE_WORDS: Record<string, string> = {
   loopback: 'a loopback',
@@ -88,19 +89,15 @@ function refuseAddresses(host: string, addresses: ResolvedAddress[]) {
  * must resolve only to public addresses. A name that does not resolve (yet) is accepted: it is
  * judged at every delivery.
  */
-export async function checkTargetAtCreation(raw: string, policy: TargetPolicy): Promise<URL> {
+export async function checkTargetAtCreation(raw: string, policy: TargetPolicy, clock: Clock): Promise<URL> {
   const url = parseTarget(raw)
   if (policy.allowPrivateTargets) return url
   const host = hostOf(url)
   if (checkLiteralHost(url, policy)) return url
   const resolve = policy.resolve ?? systemResolver
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const addresses = await Promise.race([
-    resolve(host).catch(() => [] as ResolvedAddress[]),
-    new Promise<ResolvedAddress[]>((done) => {
-      timer = setTimeout(() => done([]), CREATION_LOOKUP_MS)
-    }),
-  ]).finally(() => clearTimeout(timer))
+  const addresses = await withTimeout(clock, resolve(host), CREATION_LOOKUP_MS, () => new Error(`${host} not resolved in time`)).catch(
+    () => [] as ResolvedAddress[],
+  )
   refuseAddresses(host, addresses)
   return url
 }
