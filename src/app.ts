@@ -38,7 +38,7 @@ export function createApp(deps: AppDeps) {
   registerFormats()
   const auth = createAuthRuntime(deps)
   const snapshots = snapshotStore(deps)
-  const catalogReads = openCatalogReads()
+  const catalogReads = openCatalogReads(deps.clock)
   const { maxBodyBytes, requestTimeoutSeconds } = deps.config
   const app = new Elysia({
     // Paths are read from the whole URL, not from its 11th character on: requests the repeat routes

@@ -84,6 +84,6 @@ export async function createDeps(
 
 /** The marketplace at MARKETPLACE_URL when set, else the built-in demo marketplace on the service's clock. */
 export function marketplaceSource(config: Readonly<Config>, clock: Clock): MarketplaceSource {
-  if (config.marketplaceUrl) return createHttpSource({ url: config.marketplaceUrl, timeoutMs: config.marketplaceTimeoutMs })
+  if (config.marketplaceUrl) return createHttpSource({ url: config.marketplaceUrl, timeoutMs: config.marketplaceTimeoutMs, clock })
   return createDemoSource({ scale: config.demoScale, now: () => clock.now() })
 }

@@ -51,10 +51,11 @@ export function clockWithWall(now: () => Date): Clock {
 
 /**
  * lru-cache options that measure its TTLs on `clock`. Its `ttlResolution` cache of the time is a
- * real 1 ms timer, which would let an entry outlive a fake clock's advance, so it is off.
+ * real 1 ms timer, which would let an entry outlive a fake clock's advance, so it is off. The time
+ * is offset by 1 ms because lru-cache takes an entry stored at time 0 for one without a TTL.
  */
 export function cacheTiming(clock: Clock) {
-  return { perf: { now: () => clock.monotonic() }, ttlResolution: 0 }
+  return { perf: { now: () => clock.monotonic() + 1 }, ttlResolution: 0 }
 }
 
 /** Rejects with `error()` unless `promise` settles within `ms` of `clock`'s time; the timer goes either way. */

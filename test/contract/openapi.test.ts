@@ -18,7 +18,7 @@ import { TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { startServer } from '../helpers/server'
 import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { startFakeMarketplace } from '../fixtures/fake-marketplace'
-import { tinySource } from '../helpers/db'
+import { testClock, tinySource } from '../helpers/db'
 import { testWebhookSettings } from '../helpers/webhooks'
 import { startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { MAX_WEBHOOKS, PING_LIMIT } from '../../src/modules/webhooks/service'
@@ -37,7 +37,7 @@ const redis = await testRedis()
 // Webhook settings with a secret box and local targets allowed, so test pings reach the receiver
 // below, which the examples call receiver.example.
 const pingReceiver = await startWebhookReceiver()
-afterAll(() => pingReceiver.stop())
+afterAll(() => pingReceiver.stop(), 30_000)
 const receiverUrl = `${pingReceiver.url.replace('127.0.0.1', 'receiver.example')}/hooks/prices`
 const resolveReceiver = async (host: string) => (host === 'receiver.example' ? [{ address: '127.0.0.1', family: 4 }] : systemResolver(host))
 const webhookSettings = await testWebhookSettings({ allowPrivateTargets: true, resolve: resolveReceiver })
@@ -48,15 +48,15 @@ const emptyServer = startServer({ db: (await freshDatabase('empty')).db, redis: 
 // A database nobody listens for (port 1 refuses at once), for the 503 every API operation declares.
 const unreachable = await openPostgres('postgres://postgres@127.0.0.1:1/none', { connectTimeoutSeconds: 1 })
 const outageServer = startServer({ db: unreachable.db, redis: undefined, logger: testLogger })
-afterAll(() => unreachable.close())
+afterAll(() => unreachable.close(), 30_000)
 // A marketplace answering 500 to everything, for the 503 of a live refresh that found no cached rows.
 const failingMarketplace = await startFakeMarketplace({ source: tinySource(), fault: { kind: 'status', status: 500 } })
-afterAll(() => failingMarketplace.stop())
+afterAll(() => failingMarketplace.stop(), 30_000)
 const upstreamOutageServer = startServer({
   db: database.db,
   redis: undefined,
   logger: testLogger,
-  source: createHttpSource({ url: failingMarketplace.url, timeoutMs: 1_000 }),
+  source: createHttpSource({ url: failingMarketplace.url, timeoutMs: 1_000, clock: testClock }),
 })
 
 const doc: Json = await (await server.get('/openapi.json')).json()
@@ -310,7 +310,7 @@ describe('the OpenAPI document', () => {
     expect(result.errors).toBeUndefined()
     expect(result.valid).toBe(true)
     expect(doc.openapi).toStartWith('3.1.')
-  })
+  }, 30_000) // CPU-bound validation of the whole document
 
   test('every $ref resolves inside the document', () => {
     const refs: string[] = []
@@ -383,7 +383,7 @@ describe('the OpenAPI document', () => {
       const validate = schemaAt('paths', id.slice(id.indexOf(' ') + 1), id.split(' ')[0]!.toLowerCase(), 'responses', status, 'content', 'application/json', 'schema')
       expect(validate(media.example) ? [] : validate.errors, id).toEqual([])
     }
-  })
+  }, 30_000)
 })
 
 describe('every declared answer of every operation matches the document', () => {
@@ -431,7 +431,7 @@ describe('every declared answer of every operation matches the document', () => 
     expect(response!.headers.get('retry-after')).not.toBeNull()
     const validate = schemaAt('paths', '/v1/auth/login', 'post', 'responses', '429', 'content', 'application/json', 'schema')
     expect(validate(await response!.json()) ? [] : validate.errors).toEqual([])
-  }, 30_000)
+  }, 60_000) // a password check per guess
 
   test('the sign-up refusal after too many sign-ups from an address matches the document', async () => {
     const operation = doc.paths['/v1/auth/signup'].post
@@ -443,7 +443,7 @@ describe('every declared answer of every operation matches the document', () => 
     expect(response!.headers.get('retry-after')).not.toBeNull()
     const validate = schemaAt('paths', '/v1/auth/signup', 'post', 'responses', '429', 'content', 'application/json', 'schema')
     expect(validate(await response!.json()) ? [] : validate.errors).toEqual([])
-  })
+  }, 30_000) // a password hash per sign-up
 
   test('the other media types a success answer lists are what the operation sends', async () => {
     let checked = 0
@@ -467,7 +467,7 @@ describe('every declared answer of every operation matches the document', () => 
       }
     }
     expect(checked).toBeGreaterThanOrEqual(7)
-  })
+  }, 30_000)
 
   if (process.env.UPDATE_EXAMPLES === '1') {
     afterAll(() => {

@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test'
+import { fakeClock } from '../../../test/helpers/clock'
 import { freshDatabase, testLogger } from '../../../test/helpers/db'
 import { startServer, type TestServer } from '../../../test/helpers/server'
 import { createDemoSource } from '../ingest/sources/demo'
@@ -219,7 +220,8 @@ describe('errors outside the routes', () => {
 
 describe('open catalog reads kept for repeats', () => {
   test('a repeat is answered from the kept bytes only until the read they came from expires', async () => {
-    const reads = openCatalogReads(60)
+    const clock = fakeClock()
+    const reads = openCatalogReads(clock, 60)
     let version = 0
     const load = async () => ({ data: { version: ++version } })
     const request = new Request('http://localhost/v1/games?per_page=5')
@@ -228,14 +230,16 @@ describe('open catalog reads kept for repeats', () => {
     expect(await (await reads.json(request, 'games:1:5', load)).json()).toEqual({ data: { version: 1 } })
     expect(await repeat(request, '/v1/games?per_page=5')!.json()).toEqual({ data: { version: 1 } })
     expect(repeat(request, '/v1/games?per_page=05')).toBeUndefined() // kept by the exact path and query
-    await Bun.sleep(80)
+    await clock.advance(59)
+    expect(await repeat(request, '/v1/games?per_page=5')!.json()).toEqual({ data: { version: 1 } })
+    await clock.advance(2)
     expect(repeat(request, '/v1/games?per_page=5')).toBeUndefined()
     expect(await (await reads.json(request, 'games:1:5', load)).json()).toEqual({ data: { version: 2 } })
     expect(await repeat(request, '/v1/games?per_page=5')!.json()).toEqual({ data: { version: 2 } })
   })
 
   test('a failed read is not kept', async () => {
-    const reads = openCatalogReads(1_000)
+    const reads = openCatalogReads(fakeClock(), 1_000)
     const request = new Request('http://localhost/v1/games/nope')
     await expect(reads.json(request, 'game:nope', () => Promise.reject(new Error('not found')))).rejects.toThrow('not found')
     expect(reads.repeats['/v1/games/:slug'](request, '/v1/games/nope')).toBeUndefined()

@@ -7,6 +7,7 @@ import type { AuthRuntime } from '../auth/runtime'
 import { NOT_MODIFIED, repeatedSnapshotAnswer, snapshotResponse } from '../prices/respond'
 import type { SnapshotStore } from '../snapshot/store'
 import { models } from '../../shared/models-plugin'
+import type { Clock } from '../../shared/clock'
 import { createReadCache } from '../../shared/read-cache'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
 import { pathAndQueryOf, type RepeatAnswer } from '../../shared/repeat-routes'
@@ -66,19 +67,19 @@ const jsonResponse = (bytes: Buffer) => new Response(bytes, { headers: { 'conten
  * The open catalog reads (games), serialised once per read, not per request: the bytes go out as
  * they are until they expire. Loaded by what they answer (page, size, slug), so differently
  * written queries share one database read; kept too by the request's exact path and query, for
- * repeats answered before routing (`repeat`), never past the read's own expiry.
+ * repeats answered before routing (`repeat`), never past the read's own expiry (on `clock`).
  */
-export function openCatalogReads(ttlMs = PUBLIC_CACHE_TTL_MS) {
-  const cache = createReadCache(ttlMs)
+export function openCatalogReads(clock: Clock, ttlMs = PUBLIC_CACHE_TTL_MS) {
+  const cache = createReadCache(clock, ttlMs)
   const byPath = new LRUCache<string, { bytes: Buffer; until: number }>({ maxSize: OPEN_REPEATS_BYTES, sizeCalculation: (_, path) => path.length + 64 })
   const repeat: RepeatAnswer = (_request, pathAndQuery) => {
     const kept = byPath.get(pathAndQuery)
-    return kept && kept.until > performance.now() ? jsonResponse(kept.bytes) : undefined
+    return kept && kept.until > clock.monotonic() ? jsonResponse(kept.bytes) : undefined
   }
   return {
     async json(request: Request, key: string, load: () => Promise<unknown>) {
       const read = await cache.get(key, async () => {
-        const until = performance.now() + ttlMs
+        const until = clock.monotonic() + ttlMs
         return { bytes: Buffer.from(JSON.stringify(await load())), until }
       })
       byPath.set(pathAndQueryOf(request.url), read)

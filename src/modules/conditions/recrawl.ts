@@ -38,12 +38,12 @@ export async function recrawlConditions(deps: ConditionDeps, options: RecrawlOpt
   const candidates = await findRecrawlCandidates(deps.db, { limit: options.limit, before: staleBefore, priorityBonusMs: PRIORITY_BONUS_MS })
   const service = conditionService(deps)
   const spacingMs = windowMs / options.limit
-  const started = performance.now()
+  const started = deps.clock.monotonic()
   for (const [index, card] of candidates.entries()) {
     const due = started + index * spacingMs
-    const wait = due - performance.now()
-    if (wait > 0) await Bun.sleep(wait)
-    if (performance.now() - started >= windowMs) break
+    const wait = due - deps.clock.monotonic()
+    if (wait > 0) await deps.clock.sleep(wait)
+    if (deps.clock.monotonic() - started >= windowMs) break
     try {
       const outcome = await service.refreshCard(card, { staleBefore })
       if (outcome !== 'busy' && outcome.kind === 'refreshed') result.refreshed++

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import type { Database } from '../../db/client'
+import type { Clock } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
 
 /**
@@ -38,7 +39,7 @@ const flightsByDatabase = new WeakMap<Database, Map<number, Promise<unknown>>>()
 
 const lockKey = (cardId: number) => `condition-refresh:${cardId}`
 
-export function refreshLocks(options: { db: Database; redis: Redis | undefined; logger: Logger; lockMs: number }): RefreshLocks {
+export function refreshLocks(options: { db: Database; redis: Redis | undefined; logger: Logger; clock: Clock; lockMs: number }): RefreshLocks {
   let flights = flightsByDatabase.get(options.db)
   if (!flights) flightsByDatabase.set(options.db, (flights = new Map()))
   const local = flights
@@ -65,11 +66,11 @@ export function refreshLocks(options: { db: Database; redis: Redis | undefined; 
 
   /** Until the other node's lock is gone (released, or expired with its holder), at most its lifetime. */
   async function waitForRelease(cardId: number) {
-    const deadline = performance.now() + options.lockMs
-    while (performance.now() < deadline) {
+    const deadline = options.clock.monotonic() + options.lockMs
+    while (options.clock.monotonic() < deadline) {
       const held = await redis!.exists(lockKey(cardId)).catch(() => 0)
       if (!held) return
-      await Bun.sleep(POLL_MS)
+      await options.clock.sleep(POLL_MS)
     }
   }
 

@@ -1,7 +1,7 @@
 import type Redis from 'ioredis'
 import type { Config } from '../../config'
 import type { Database } from '../../db/client'
-import type { Clock } from '../../shared/clock'
+import { type Clock, withTimeout } from '../../shared/clock'
 import { AppError, notFound } from '../../shared/errors'
 import { parseIdList } from '../../shared/id-list'
 import type { Logger } from '../../shared/logger'
@@ -54,21 +54,9 @@ const MAX_REFRESH_ROUNDS = 3
 /** What a client is told to wait after the marketplace failed. */
 const UPSTREAM_RETRY_AFTER_SECONDS = 30
 
+/** No answer within `marketplaceTimeoutMs` of the service's clock: a slow marketplace is a failed refresh. */
 class MarketplaceTimeout extends Error {
   override name = 'MarketplaceTimeout'
-}
-
-/** The source's answer, or a MarketplaceTimeout after `ms`: a slow marketplace is a failed refresh. */
-async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new MarketplaceTimeout(`the marketplace did not answer within ${ms} ms`)), ms)
-  })
-  try {
-    return await Promise.race([promise, timeout])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 const isFresh = (refreshedAt: Date, now: Date) => now.getTime() - refreshedAt.getTime() < FRESH_FOR_MS
@@ -132,6 +120,7 @@ export function conditionService(deps: ConditionDeps): ConditionService {
     db: deps.db,
     redis: deps.redis,
     logger: deps.logger,
+    clock: deps.clock,
     lockMs: deps.config.marketplaceTimeoutMs + LOCK_WRITE_MARGIN_MS,
   })
 
@@ -149,7 +138,8 @@ export function conditionService(deps: ConditionDeps): ConditionService {
     }
     let listings: Awaited<ReturnType<MarketplaceSource['listListings']>>
     try {
-      listings = await withTimeout(deps.source.listListings(card.marketplaceId), deps.config.marketplaceTimeoutMs)
+      const ms = deps.config.marketplaceTimeoutMs
+      listings = await withTimeout(deps.clock, deps.source.listListings(card.marketplaceId), ms, () => new MarketplaceTimeout(`the marketplace did not answer within ${ms} ms`))
       if (!listings || !Array.isArray(listings.listings)) throw new Error('the marketplace answered listings in an unexpected shape')
     } catch (error) {
       await refund()

@@ -116,7 +116,7 @@ beforeAll(async () => {
   unknownCardId = top!.id! + 1
 
   for (const tier of Object.keys(SPEC_WINDOW) as Tier[]) keys[tier] = await accountWithKey(db, tier)
-})
+}, 30_000) // reads and writes the price history: seconds on a loaded machine
 
 describe('GET /v1/cards/:id/history', () => {
   test('default: the last 30 days, today included, rows with exactly the History row fields', async () => {

@@ -8,7 +8,7 @@ import { type SyncDeps, type SyncSummary, syncGames } from './service'
  * yield the same data.
  */
 export async function seedCatalog(deps: SyncDeps, options: { gameSlugs?: string[] } = {}): Promise<SyncSummary> {
-  const progress = createProgress(deps.logger, 'seed')
+  const progress = createProgress(deps.logger, deps.clock, 'seed')
   const summary = await syncGames(deps, {
     gameSlugs: options.gameSlugs,
     backfill: DEFAULT_BACKFILL,
@@ -20,7 +20,7 @@ export async function seedCatalog(deps: SyncDeps, options: { gameSlugs?: string[
 
 /** A regular sync of today's prices, with progress; `tiers` limits it to games of those priority tiers. */
 export async function syncCatalog(deps: SyncDeps, options: { gameSlugs?: string[]; tiers?: number[] } = {}): Promise<SyncSummary> {
-  const progress = createProgress(deps.logger, 'sync')
+  const progress = createProgress(deps.logger, deps.clock, 'sync')
   const summary = await syncGames(deps, {
     gameSlugs: options.gameSlugs,
     tiers: options.tiers,

@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import { openPostgres } from '../../db/client'
 import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../../test/helpers/env'
+import { eventually } from '../../../test/helpers/eventually'
 import { loadSnapshotSource } from './repo'
 
 // Under PGlite both reads are the same SELECTs.
@@ -50,10 +51,7 @@ describe.skipIf(!database)('snapshot source', () => {
                 where datname = current_database() and state = 'idle in transaction' and query like 'copy (select id, set_id,%'`,
           )
         )[0]!.n
-      for (let tries = 0; (await cardsRead()) === 0; tries++) {
-        if (tries > 500) throw new Error('the load never finished reading cards')
-        await Bun.sleep(10)
-      }
+      await eventually(async () => (await cardsRead()) > 0, { what: 'the load reading cards' })
       release()
       await sync
       expect(JSON.stringify(await loading)).toBe(JSON.stringify(before))

@@ -3,10 +3,11 @@ import { sql } from 'drizzle-orm'
 import { accountWithKey, testRedis, testRedisPrefix } from '../../../test/helpers/auth'
 import { freshDatabase, selectRows, testClock, testLogger } from '../../../test/helpers/db'
 import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
+import { eventually } from '../../../test/helpers/eventually'
 import { startServer } from '../../../test/helpers/server'
 import { bulkPrices } from '../prices/service'
 import { loadSnapshotSource, readFingerprint } from './repo'
-import { publishSnapshotChanged, snapshotCopyKey, snapshotStore } from './store'
+import { publishSnapshotChanged, snapshotChannel, snapshotCopyKey, snapshotStore } from './store'
 
 // A private copy of the seeded catalog whose prices these tests rewrite, as a sync would: every
 // price row gets a marker low price and a newer update time, which moves the fingerprint.
@@ -73,7 +74,7 @@ describe('snapshot store', () => {
     }
     expect(answers).toBe(4 * 8 * 40)
     expect(new Set(markerOfVersion.values()).size).toBe(markerOfVersion.size)
-  })
+  }, 60_000) // five snapshot builds: 13 s seen with both cores busy
 })
 
 describe('a change announced during a build', () => {
@@ -112,7 +113,7 @@ describe('a change announced during a build', () => {
     open()
     await running
     expect(lowPrices(answered(bulkPrices(await store.get(), ids)))).not.toEqual(new Set([marker])) // it read before the change
-    for (let i = 0; i < 100 && !lowPrices(answered(bulkPrices(await store.get(), ids))).has(marker); i++) await Bun.sleep(10)
+    await eventually(async () => lowPrices(answered(bulkPrices(await store.get(), ids))).has(marker), { what: 'the build after the announced change' })
     expect(lowPrices(answered(bulkPrices(await store.get(), ids)))).toEqual(new Set([marker]))
   })
 })
@@ -127,7 +128,8 @@ describe.skipIf(!TEST_REDIS_URL)('snapshot-changed over Redis (needs TEST_REDIS_
     const key = (await accountWithKey(db, 'pro')).key
     await server.ready()
     await other.get()
-    await Bun.sleep(100) // both subscribers connected
+    const subscribers = async () => ((await cliRedis!.pubsub('NUMSUB', snapshotChannel(cliRedis!))) as [string, number])[1]
+    await eventually(async () => (await subscribers()) === 2, { what: 'both nodes subscribed' })
 
     const path = `/v1/bulk/prices?ids=${ids}`
     const before = await server.get(path, { headers: { 'x-api-key': key } })
@@ -135,18 +137,15 @@ describe.skipIf(!TEST_REDIS_URL)('snapshot-changed over Redis (needs TEST_REDIS_
     const marker = await rewritePrices()
     await publishSnapshotChanged(cliRedis, testLogger)
 
-    let body: any
-    for (let i = 0; i < 100; i++) {
-      body = await (await server.get(path, { headers: { 'x-api-key': key } })).json()
-      if (lowPrices(body.data).has(marker)) break
-      await Bun.sleep(20)
-    }
+    const body: any = await eventually(async () => {
+      const answer: any = await (await server.get(path, { headers: { 'x-api-key': key } })).json()
+      return lowPrices(answer.data).has(marker) && answer
+    }, { what: 'the node answering the new prices' })
     expect(lowPrices(body.data)).toEqual(new Set([marker]))
     const after = await server.get(path, { headers: { 'x-api-key': key, 'if-none-match': etag } })
     expect(after.status).toBe(200)
     expect(after.headers.get('etag')).not.toBe(etag)
-    for (let i = 0; i < 100 && other.status()?.version !== body.meta.snapshot_version; i++) await Bun.sleep(20)
-    expect(other.status()?.version).toBe(body.meta.snapshot_version)
+    await eventually(() => other.status()?.version === body.meta.snapshot_version, { what: 'the other node rebuilt' })
   })
 })
 
@@ -160,8 +159,7 @@ describe.skipIf(!TEST_REDIS_URL)('warm start from the copy in Redis (needs TEST_
     const built = await first.get()
     expect(first.status()?.source).toBe('postgres')
     const key = snapshotCopyKey(await readFingerprint(db))
-    for (let i = 0; i < 100 && !(await firstRedis!.exists(key)); i++) await Bun.sleep(20)
-    expect(await firstRedis!.exists(key)).toBe(1)
+    await eventually(async () => (await firstRedis!.exists(key)) === 1, { what: 'the copy left in Redis' })
 
     const second = store(secondRedis)
     afterAll(() => second.close())

@@ -97,7 +97,7 @@ export function snapshotStore(deps: {
   }
 
   async function build(): Promise<PriceSnapshot> {
-    const started = performance.now()
+    const started = deps.clock.monotonic()
     const fingerprint = await readFingerprint(deps.db)
     if (current && fingerprint === current.fingerprint) return current
     // A node starting (or catching up) after another built this data reads its copy: one Redis
@@ -105,7 +105,7 @@ export function snapshotStore(deps: {
     const copy = await readCopy(fingerprint)
     const source = copy ?? (await load(deps.db))
     const next = PriceSnapshot.build(source, deps.clock.now())
-    buildMs = Math.round(performance.now() - started)
+    buildMs = Math.round(deps.clock.monotonic() - started)
     builtFrom = copy ? 'redis' : 'postgres'
     if (!copy) writeCopy(source)
     if (next.version !== current?.version) {
@@ -139,8 +139,7 @@ export function snapshotStore(deps: {
   }
 
   void refresh().catch(() => {})
-  const poll = setInterval(() => void refresh().catch(() => {}), deps.pollMs ?? SNAPSHOT_POLL_MS)
-  poll.unref()
+  const poll = deps.clock.every(deps.pollMs ?? SNAPSHOT_POLL_MS, () => void refresh().catch(() => {}), { unref: true })
 
   let subscriber: Redis | undefined
   if (deps.redis) {
@@ -173,7 +172,7 @@ export function snapshotStore(deps: {
       }
     },
     close() {
-      clearInterval(poll)
+      poll.cancel()
       subscriber?.disconnect()
     },
   }

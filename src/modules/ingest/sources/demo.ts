@@ -27,8 +27,8 @@ export const DEMO_SCALES: readonly DemoScale[] = ['tiny', 'small', 'medium', 'la
 export interface DemoSourceOptions {
   scale: DemoScale
   seed?: number
-  /** Clock for live listings; only its UTC date matters. */
-  now?: () => Date
+  /** Clock for live listings (usually the service's `clock.now`); only its UTC date matters. */
+  now: () => Date
 }
 
 const DEFAULT_SEED = 20250302
@@ -1087,5 +1087,5 @@ export function createDemoSource(options: DemoSourceOptions): MarketplaceSource 
   const shape: ScaleShape | undefined = SCALE_SHAPES[options.scale]
   // Callers outside TypeScript (env vars, CLI flags) can pass anything; fail at construction, not mid-sync.
   if (!shape) throw new Error(`unknown demo scale "${options.scale}"; expected one of ${DEMO_SCALES.join(', ')}`)
-  return new DemoSource(shape, options.seed ?? DEFAULT_SEED, options.now ?? (() => new Date()))
+  return new DemoSource(shape, options.seed ?? DEFAULT_SEED, options.now)
 }

@@ -7,30 +7,36 @@ import { marketplaceSource } from '../../../deps'
 import type { MarketplaceSource, SourceListing, SourcePrice, SourceProduct } from '../source'
 import { createDemoSource } from './demo'
 import { createHttpSource, type Fetch, MarketplaceError, type MarketplaceErrorKind } from './http'
-import { testClock } from '../../../../test/helpers/clock'
+import { systemClock } from '../../../shared/clock'
+import { fakeClock } from '../../../../test/helpers/clock'
+import { eventually } from '../../../../test/helpers/eventually'
 
 const TODAY = TEST_NOW.toISOString().slice(0, 10)
 const TIMEOUT_MS = 250
-/** How far past its timeout a request may finish failing: timers, scheduling, a busy machine. */
-const TIMEOUT_MARGIN_MS = 200
+/**
+ * The sources' deadlines run on fake clocks (docs/testing.md "Time"): a request times out when a
+ * test moves its clock past TIMEOUT_MS, never because a loaded machine was slow. This one no test
+ * moves: requests on it are never cut short.
+ */
+const unhurried = fakeClock()
 
 const demo = createDemoSource({ scale: 'tiny', now: () => TEST_NOW })
 
 async function started(options?: Parameters<typeof startFakeMarketplace>[0]): Promise<FakeMarketplace> {
   const market = await startFakeMarketplace(options)
-  afterAll(() => market.stop())
+  afterAll(() => market.stop(), 30_000)
   return market
 }
 
 /** What went wrong, how long it took to go wrong, or the answer if nothing did. */
 async function outcome<T>(call: () => Promise<T>): Promise<{ error?: MarketplaceError; ms: number; value?: T }> {
-  const begun = performance.now()
+  const begun = systemClock.monotonic()
   try {
     const value = await call()
-    return { value, ms: performance.now() - begun }
+    return { value, ms: systemClock.monotonic() - begun }
   } catch (error) {
     if (!(error instanceof MarketplaceError)) throw error
-    return { error, ms: performance.now() - begun }
+    return { error, ms: systemClock.monotonic() - begun }
   }
 }
 
@@ -61,7 +67,7 @@ const ids = { categoryId: pokemon.categoryId, groupId: firstSet!.groupId, produc
 
 describe('http source against a healthy marketplace', async () => {
   const market = await started()
-  const source = createHttpSource({ url: market.url, timeoutMs: 2_000 })
+  const source = createHttpSource({ url: market.url, timeoutMs: 2_000, clock: unhurried })
 
   test('every method answers exactly what the source behind the marketplace answers', async () => {
     expect(await source.listGames()).toEqual(games)
@@ -95,16 +101,16 @@ describe('http source against a healthy marketplace', async () => {
   })
 
   test('a base URL with a trailing slash or a path prefix is joined without doubling slashes', async () => {
-    expect(await createHttpSource({ url: `${market.url}/`, timeoutMs: 2_000 }).listGames()).toEqual(games)
-    await expectFailure(() => createHttpSource({ url: `${market.url}/api`, timeoutMs: 2_000 }).listGames(), 'status', '/categories')
+    expect(await createHttpSource({ url: `${market.url}/`, timeoutMs: 2_000, clock: unhurried }).listGames()).toEqual(games)
+    await expectFailure(() => createHttpSource({ url: `${market.url}/api`, timeoutMs: 2_000, clock: unhurried }).listGames(), 'status', '/categories')
   })
 
   test('MARKETPLACE_URL makes the service read this marketplace; without it the demo answers', async () => {
-    const viaConfig = marketplaceSource(loadConfig({ MARKETPLACE_URL: market.url, MARKETPLACE_TIMEOUT_MS: '500' }), testClock)
+    const viaConfig = marketplaceSource(loadConfig({ MARKETPLACE_URL: market.url, MARKETPLACE_TIMEOUT_MS: '500' }), unhurried)
     const before = market.requests('/categories')
     expect(await viaConfig.listGames()).toEqual(games)
     expect(market.requests('/categories')).toBe(before + 1)
-    const builtIn = marketplaceSource(loadConfig({ DEMO_SCALE: 'tiny' }), testClock)
+    const builtIn = marketplaceSource(loadConfig({ DEMO_SCALE: 'tiny' }), unhurried)
     expect(await builtIn.listListings(ids.productId)).toEqual(await demo.listListings(ids.productId))
     expect(market.requests('/categories')).toBe(before + 1)
   })
@@ -112,7 +118,16 @@ describe('http source against a healthy marketplace', async () => {
 
 describe('http source against a failing marketplace', async () => {
   const market = await started()
-  const source = createHttpSource({ url: market.url, timeoutMs: TIMEOUT_MS })
+  const clock = fakeClock()
+  const source = createHttpSource({ url: market.url, timeoutMs: TIMEOUT_MS, clock })
+  /** Sends `call`, and once the marketplace has the request moves the clock `ms` on; then how the call ended. */
+  const advancedBy = async <T>(ms: number, call: () => Promise<T>) => {
+    const before = market.requests()
+    const ended = outcome(call)
+    await eventually(() => market.requests() > before, { what: 'the request at the marketplace' })
+    await clock.advance(ms)
+    return ended
+  }
   const withFault = async (fault: Fault, check: () => Promise<void>) => {
     market.setFault(fault)
     try {
@@ -122,31 +137,37 @@ describe('http source against a failing marketplace', async () => {
     }
   }
 
-  test('slower than the timeout: every method fails as a timeout soon after it', async () => {
-    await withFault({ kind: 'slow', delayMs: 3_000 }, async () => {
+  test('slower than the timeout: every method fails as a timeout when it runs out, not before', async () => {
+    // The marketplace's 10 s (real) are far beyond the moment the test moves the clock.
+    await withFault({ kind: 'slow', delayMs: 10_000 }, async () => {
       for (const [call, path] of everyMethod(source, ids)) {
-        const { error, ms } = await outcome(call)
+        const before = market.requests()
+        const ended = outcome(call)
+        await eventually(() => market.requests() > before, { what: 'the request at the marketplace' })
+        await clock.advance(TIMEOUT_MS - 1)
+        expect(clock.pending()).toBe(1) // its deadline still waiting
+        await clock.advance(1)
+        const { error } = await ended
         expect(error?.kind).toBe('timeout')
         expect(error?.path).toBe(path)
-        expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 5)
-        expect(ms).toBeLessThan(TIMEOUT_MS + TIMEOUT_MARGIN_MS)
+        expect(clock.pending()).toBe(0)
       }
     })
   })
 
   test('slow but within the timeout: the answer arrives whole', async () => {
     await withFault({ kind: 'slow', delayMs: 60 }, async () => {
-      expect(await source.listListings(ids.productId)).toEqual(await demo.listListings(ids.productId))
+      const { value } = await advancedBy(TIMEOUT_MS - 1, () => source.listListings(ids.productId))
+      expect(value).toEqual(await demo.listListings(ids.productId))
     })
   })
 
-  test('a marketplace that never answers: a timeout soon after the timeout', async () => {
+  test('a marketplace that never answers: a timeout when the timeout runs out', async () => {
     await withFault({ kind: 'hang' }, async () => {
       for (const [call, path] of everyMethod(source, ids)) {
-        const { error, ms } = await outcome(call)
+        const { error } = await advancedBy(TIMEOUT_MS, call)
         expect(error?.kind).toBe('timeout')
         expect(error?.path).toBe(path)
-        expect(ms).toBeLessThan(TIMEOUT_MS + TIMEOUT_MARGIN_MS)
       }
     })
   })
@@ -193,7 +214,7 @@ describe('http source against a failing marketplace', async () => {
 
   test('after a fault is cleared the next request succeeds: failures leave nothing behind', async () => {
     market.setFault({ kind: 'hang' })
-    await outcome(() => source.listGames())
+    expect((await advancedBy(TIMEOUT_MS, () => source.listGames())).error?.kind).toBe('timeout')
     market.setFault({ kind: 'none' })
     expect(await source.listGames()).toEqual(games)
   })
@@ -201,16 +222,18 @@ describe('http source against a failing marketplace', async () => {
   test('a marketplace that is not running fails as unavailable, at once', async () => {
     const gone = await startFakeMarketplace()
     await gone.stop()
-    const { error, ms } = await outcome(() => createHttpSource({ url: gone.url, timeoutMs: 2_000 }).listGames())
+    // On a clock no test moves the deadline never comes: the refused connection alone ends the call,
+    // within a bound a real socket meets by orders of magnitude (docs/testing.md "Timing asserts").
+    const { error, ms } = await outcome(() => createHttpSource({ url: gone.url, timeoutMs: 2_000, clock: unhurried }).listGames())
     expect(error?.kind).toBe('unavailable')
-    expect(ms).toBeLessThan(1_000)
+    expect(ms).toBeLessThan(2_000)
   })
 
   test('messages never carry the base URL, which may hold credentials', async () => {
-    const secretive = createHttpSource({ url: `${market.url.replace('://', '://operator:s3cret-token@')}/?key=s3cret-token`, timeoutMs: TIMEOUT_MS })
+    const secretive = createHttpSource({ url: `${market.url.replace('://', '://operator:s3cret-token@')}/?key=s3cret-token`, timeoutMs: TIMEOUT_MS, clock })
     for (const fault of [{ kind: 'status', status: 500 }, { kind: 'hang' }, { kind: 'junk' }, { kind: 'reset' }] as const) {
       await withFault(fault, async () => {
-        const { error } = await outcome(() => secretive.listGames())
+        const { error } = fault.kind === 'hang' ? await advancedBy(TIMEOUT_MS, () => secretive.listGames()) : await outcome(() => secretive.listGames())
         expect(error).toBeInstanceOf(MarketplaceError)
         expect(`${error?.message} ${error?.stack} ${JSON.stringify(error)}`).not.toContain('s3cret')
       })
@@ -270,11 +293,11 @@ describe('http source refuses answers a marketplace must not give', () => {
   for (const [what, change, call] of cases) {
     test(`refused: ${what}`, async () => {
       const market = await started({ source: defective(change) })
-      const { error, value } = await outcome(() => call(createHttpSource({ url: market.url, timeoutMs: 2_000 })))
+      const { error, value } = await outcome(() => call(createHttpSource({ url: market.url, timeoutMs: 2_000, clock: unhurried })))
       expect(value).toBeUndefined()
       expect(error?.kind).toBe('malformed')
       // The same answer without its defect is accepted, so the defect is what was refused.
-      expect(await call(createHttpSource({ url: (await started()).url, timeoutMs: 2_000 }))).toBeDefined()
+      expect(await call(createHttpSource({ url: (await started()).url, timeoutMs: 2_000, clock: unhurried }))).toBeDefined()
     })
   }
 
@@ -283,7 +306,7 @@ describe('http source refuses answers a marketplace must not give', () => {
   test('a number too large for a double (Infinity once parsed) is refused', async () => {
     const listing = { ...traded[0]!, price: 1 }
     const body = JSON.stringify({ results: { listings: [listing], conditionCounts: {} } })
-    const source = (text: string) => createHttpSource({ url: 'http://marketplace.invalid', timeoutMs: 1_000, fetch: answering(text) })
+    const source = (text: string) => createHttpSource({ url: 'http://marketplace.invalid', timeoutMs: 1_000, clock: unhurried, fetch: answering(text) })
     expect((await source(body).listListings(ids.productId)).listings).toEqual([listing])
     const error = await expectFailure(() => source(body.replace('"price":1', '"price":1e999')).listListings(ids.productId), 'malformed', `/products/${ids.productId}/listings`)
     expect(error.message).toContain('/results/listings/0/price')
@@ -291,29 +314,39 @@ describe('http source refuses answers a marketplace must not give', () => {
 
   test('answers beyond the size cap are refused, whether or not they declare their length', async () => {
     const market = await started()
-    const small = createHttpSource({ url: market.url, timeoutMs: 2_000, maxBodyBytes: 2_000 })
+    const small = createHttpSource({ url: market.url, timeoutMs: 2_000, clock: unhurried, maxBodyBytes: 2_000 })
     expect((await expectFailure(() => small.listProducts(ids.groupId), 'malformed', `/groups/${ids.groupId}/products`)).message).toContain('larger than 2000 bytes')
     const streamed: Fetch = async () => {
       const chunk = new TextEncoder().encode(`{"results":[${'1,'.repeat(400)}`)
       let sent = 0
       return new Response(new ReadableStream({ pull: (controller) => (sent++ < 100 ? controller.enqueue(chunk) : controller.close()) }))
     }
-    const undeclared = createHttpSource({ url: 'http://marketplace.invalid', timeoutMs: 2_000, maxBodyBytes: 20_000, fetch: streamed })
+    const undeclared = createHttpSource({ url: 'http://marketplace.invalid', timeoutMs: 2_000, clock: unhurried, maxBodyBytes: 20_000, fetch: streamed })
     expect((await expectFailure(() => undeclared.listGames(), 'malformed', '/categories')).message).toContain('larger than 20000 bytes')
   })
 
-  test('a body that stalls halfway fails as a timeout', async () => {
+  test('a body that stalls halfway fails as a timeout when the timeout runs out', async () => {
+    let stalled = false
     const stalling: Fetch = async (_url, init) =>
       new Response(
         new ReadableStream({
           start: (controller) => controller.enqueue(new TextEncoder().encode('{"results":[')),
-          pull: () => new Promise<void>((resolve) => init.signal?.addEventListener('abort', () => resolve())),
+          pull: () => {
+            stalled = true
+            return new Promise<void>((resolve) => init.signal?.addEventListener('abort', () => resolve()))
+          },
         }),
       )
-    const source = createHttpSource({ url: 'http://marketplace.invalid', timeoutMs: TIMEOUT_MS, fetch: stalling })
-    const { error, ms } = await outcome(() => source.listGames())
+    const clock = fakeClock()
+    const source = createHttpSource({ url: 'http://marketplace.invalid', timeoutMs: TIMEOUT_MS, clock, fetch: stalling })
+    const ended = outcome(() => source.listGames())
+    await eventually(() => stalled, { what: 'the body read up to its stall' })
+    await clock.advance(TIMEOUT_MS - 1)
+    expect(clock.pending()).toBe(1) // its deadline still waiting
+    await clock.advance(1)
+    const { error } = await ended
     expect(error?.kind).toBe('timeout')
-    expect(ms).toBeLessThan(TIMEOUT_MS + TIMEOUT_MARGIN_MS)
+    expect(error?.message).toContain('answer not complete')
   })
 })
 
@@ -322,7 +355,7 @@ describe('the fake marketplace as its own process', () => {
     const args = ['test/fixtures/fake-marketplace.ts', '--port', '0']
     const first = await spawnUntilListening(args, process.env)
     const port = new URL(first.url).port
-    const source = createHttpSource({ url: first.url, timeoutMs: TIMEOUT_MS })
+    const source = createHttpSource({ url: first.url, timeoutMs: TIMEOUT_MS, clock: unhurried })
     try {
       expect(await source.listGames()).toEqual(games)
       const switched = await fetch(`${first.url}/_fault`, { method: 'POST', body: JSON.stringify({ kind: 'status', status: 503 }) })
@@ -345,5 +378,5 @@ describe('the fake marketplace as its own process', () => {
       second.child.kill('SIGTERM')
       expect(await second.child.exited).toBe(0)
     }
-  })
+  }, 30_000) // two processes started and stopped on a loaded machine
 })

@@ -7,6 +7,7 @@
  */
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import type { Clock } from '../../../shared/clock'
 import { CONDITIONS, SEALED_CONDITION, type MarketplaceSource } from '../source'
 import { marketplacePaths } from './serve'
 
@@ -46,6 +47,8 @@ export interface HttpSourceOptions {
   url: string
   /** The longest one request may take, from connecting to the last byte of its body. */
   timeoutMs: number
+  /** Whose time `timeoutMs` runs on: the service's clock. */
+  clock: Clock
   /** The largest answer accepted, in bytes after decompression (default 32 MiB). */
   maxBodyBytes?: number
   fetch?: Fetch
@@ -162,7 +165,17 @@ export function createHttpSource(options: HttpSourceOptions): MarketplaceSource 
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
 
   async function get<T extends TSchema>(path: string, answer: TypeCheck<TObject<{ results: T }>>): Promise<Static<T>> {
-    const signal = AbortSignal.timeout(options.timeoutMs)
+    const deadline = new AbortController()
+    const timer = options.clock.after(options.timeoutMs, () => deadline.abort(new DOMException('no answer in time', 'TimeoutError')), { unref: true })
+    try {
+      return await read(path, answer, deadline.signal)
+    } finally {
+      timer.cancel()
+    }
+  }
+
+  /** One request, aborted by `signal` (its deadline) wherever it is: connecting, waiting or reading the body. */
+  async function read<T extends TSchema>(path: string, answer: TypeCheck<TObject<{ results: T }>>, signal: AbortSignal): Promise<Static<T>> {
     let response: Response
     try {
       response = await fetchAnswer(base + path, { signal, redirect: 'manual', headers: { accept: 'application/json' } })
