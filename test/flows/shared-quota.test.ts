@@ -4,10 +4,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Redis from 'ioredis'
 import { redisOptions } from '../../src/deps'
-import { utcDate } from '../../src/shared/clock'
+import { systemClock, utcDate } from '../../src/shared/clock'
 import { accountWithKey, testRedis, testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, type TestDatabase, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
+import { eventually } from '../helpers/eventually'
 import { withProbes } from '../helpers/probes'
 import { type Listening, ROOT, spawnUntilListening } from '../helpers/process'
 import { freePort, spawnRedisServer } from '../helpers/redis-server'
@@ -90,7 +91,7 @@ async function burst(targets: Target[], waves = 1): Promise<Reply[]> {
   const replies: Promise<Reply>[] = []
   const size = Math.ceil(connections.length / waves)
   for (let start = 0; start < connections.length; start += size) {
-    if (start > 0) await Bun.sleep(5)
+    if (start > 0) await systemClock.sleep(5) // pacing the load, not waiting for anything
     for (const connection of connections.slice(start, start + size)) replies.push(connection.send())
   }
   return Promise.all(replies)
@@ -98,14 +99,17 @@ async function burst(targets: Target[], waves = 1): Promise<Reply[]> {
 
 const json = async (response: Response) => (await response.json()) as any
 
-/** Polls `attempt` every ~50 ms until it returns true or `limitMs` passes; answers the time it took. */
-async function within(limitMs: number, attempt: () => Promise<boolean>): Promise<number> {
-  const start = performance.now()
-  while (performance.now() - start < limitMs) {
-    if (await attempt()) return performance.now() - start
-    await Bun.sleep(50)
-  }
-  return Number.POSITIVE_INFINITY
+/**
+ * How soon a revocation or tier change made through one process must reach the other: the event
+ * takes tens of ms even on a loaded machine, and a missed one would leave it to the 30 s key cache.
+ */
+const REACHES_WITHIN_MS = 1_000
+
+/** How long (ms of real time) until `check` holds, asked again and again by `eventually`. */
+async function timeUntil(check: () => Promise<boolean>, what: string): Promise<number> {
+  const start = systemClock.monotonic()
+  await eventually(check, { what })
+  return systemClock.monotonic() - start
 }
 
 function expectRateLimitHeaders(headers: Headers, limit: number) {
@@ -128,9 +132,10 @@ describe.skipIf(!services)('quotas and key changes shared by two processes', asy
   afterAll(async () => {
     for (const { child } of children) child.kill('SIGTERM')
     const stopped = Promise.all(children.map(({ child }) => child.exited))
-    if ((await Promise.race([stopped, Bun.sleep(5_000)])) === undefined) for (const { child } of children) child.kill('SIGKILL')
+    // A process that has not stopped on SIGTERM within 10 s is killed.
+    if ((await Promise.race([stopped, systemClock.sleep(10_000)])) === undefined) for (const { child } of children) child.kill('SIGKILL')
     await stopped
-  }, 10_000)
+  }, 30_000)
   const prefix = testRedisPrefix()
   const database = services ? await freshDatabase('empty') : undefined
   const redis = services ? await testRedis(prefix) : undefined
@@ -155,14 +160,14 @@ describe.skipIf(!services)('quotas and key changes shared by two processes', asy
       return started
     }
     ;[a, b] = await Promise.all([start(), start()])
-  }, 30_000)
+  }, 60_000)
 
   /**
    * Fires 300 requests for one fresh Free account (quota 100), alternately at A and B, and checks
    * the quota was exact across both: answers the requests each process admitted.
    */
   async function exactAcrossProcesses(waves: number) {
-    const { key, accountId } = await accountWithKey(database!.db, 'free', new Date())
+    const { key, accountId } = await accountWithKey(database!.db, 'free', systemClock.now())
     const headers = { 'x-api-key': key }
     // Free to call: both processes know the key before the burst, so no request waits on the database.
     for (const server of [a, b]) expect((await fetch(`${server.url}/v1/usage`, { headers })).status).toBe(200)
@@ -202,7 +207,7 @@ describe.skipIf(!services)('quotas and key changes shared by two processes', asy
       })
     }
     // The processes count on the real clock: today's hash under the shared prefix.
-    expect(await redis!.hgetall(`quota:${utcDate(new Date())}:${accountId}`)).toMatchObject({ used: '100', rejected: String(refused.length) })
+    expect(await redis!.hgetall(`quota:${utcDate(systemClock.now())}:${accountId}`)).toMatchObject({ used: '100', rejected: String(refused.length) })
 
     const admittedBy = (server: Listening) => replies.filter((reply, i) => targets[i]!.base === server.url && reply.status === 200).length
     return { a: admittedBy(a), b: admittedBy(b) }
@@ -226,28 +231,28 @@ describe.skipIf(!services)('quotas and key changes shared by two processes', asy
   }, 30_000)
 
   test('a key revoked through one process stops working on the other within a second', async () => {
-    const account = await accountWithKey(database!.db, 'free', new Date())
+    const account = await accountWithKey(database!.db, 'free', systemClock.now())
     const headers = { 'x-api-key': account.key }
     expect((await fetch(`${b.url}/probe/catalog`, { headers })).status).toBe(200) // B caches the key
 
     const revoke = await fetch(`${a.url}/v1/keys/${account.keyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
     expect(revoke.status).toBe(200)
     const statuses: number[] = []
-    const took = await within(3_000, async () => {
+    const took = await timeUntil(async () => {
       const response = await fetch(`${b.url}/probe/catalog`, { headers })
       statuses.push(response.status)
       if (response.status !== 401) return false
       expect((await json(response)).error.code).toBe('INVALID_API_KEY')
       return true
-    })
-    expect(took).toBeLessThan(1_000)
+    }, 'the revocation on B')
+    expect(took).toBeLessThan(REACHES_WITHIN_MS)
     // Until then B answered from its cache (200); never anything else.
     expect(statuses.slice(0, -1).every((status) => status === 200)).toBe(true)
     expect((await fetch(`${a.url}/probe/catalog`, { headers })).status).toBe(401)
-  }, 15_000)
+  }, 30_000)
 
   test('a tier change made with the CLI reaches the other process within a second', async () => {
-    const account = await accountWithKey(database!.db, 'free', new Date())
+    const account = await accountWithKey(database!.db, 'free', systemClock.now())
     const headers = { 'x-api-key': account.key }
     const before = await fetch(`${b.url}/probe/bulk_read`, { headers }) // B caches the Free identity
     expect(before.status).toBe(403)
@@ -264,11 +269,11 @@ describe.skipIf(!services)('quotas and key changes shared by two processes', asy
     expect(stdout).toContain('is now on pro')
 
     let last: Response | undefined
-    const took = await within(3_000, async () => {
+    const took = await timeUntil(async () => {
       last = await fetch(`${b.url}/probe/bulk_read`, { headers })
       return last.status === 200
-    })
-    expect(took).toBeLessThan(1_000)
+    }, 'the Pro tier on B')
+    expect(took).toBeLessThan(REACHES_WITHIN_MS)
     expect(last!.headers.get('x-ratelimit-limit')).toBe('10000')
   }, 30_000)
 })
@@ -283,7 +288,7 @@ describe.skipIf(!services)('Redis killed during a run', async () => {
     redisServer?.kill('SIGKILL')
     await redisServer?.exited
     rmSync(dataDir, { recursive: true, force: true })
-  })
+  }, 30_000)
   // Seeded: /ready is only 200 (ready or degraded) with a catalog.
   const database: TestDatabase | undefined = services ? await freshDatabase('seeded') : undefined
 
@@ -354,12 +359,15 @@ describe.skipIf(!services)('Redis killed during a run', async () => {
     expect(await json(degraded)).toMatchObject({ status: 'degraded', checks: { database: 'ok', redis: 'error', quota: 'degraded' } })
 
     await startRedis(port)
-    let lastReady: any
-    const took = await within(5_000, async () => {
-      lastReady = await json(await server.get('/ready'))
-      return lastReady.checks.quota === 'shared'
-    })
-    expect({ took: took < 5_000, ready: lastReady }).toMatchObject({ took: true, ready: { status: 'ready', checks: { redis: 'ok', quota: 'shared' } } })
+    // The once-a-second probe finds Redis back and hands the counts over.
+    const back = await eventually(
+      async () => {
+        const body = await json(await server.get('/ready'))
+        return body.checks.quota === 'shared' && body
+      },
+      { what: 'the quota shared again' },
+    )
+    expect(back).toMatchObject({ status: 'ready', checks: { redis: 'ok', quota: 'shared' } })
     // What was admitted and refused while Redis was away was added to what it had.
     expect(await quotaHash(port, accountId)).toMatchObject({ used: '100', rejected: '10', [`k:${keyId}`]: '100' })
 
@@ -367,5 +375,5 @@ describe.skipIf(!services)('Redis killed during a run', async () => {
     await charge()
     expect(refused).toBe(11)
     expect(await quotaHash(port, accountId)).toMatchObject({ used: '100', rejected: '11' })
-  }, 30_000)
+  }, 60_000)
 })

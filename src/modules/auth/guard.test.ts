@@ -2,6 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { accountWithKey, manualClock, testRedis } from '../../../test/helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
+import { eventually } from '../../../test/helpers/eventually'
 import { probeCapabilities, withProbes } from '../../../test/helpers/probes'
 import { startServer } from '../../../test/helpers/server'
 import { setTier } from './accounts'
@@ -123,12 +124,8 @@ describe('tiers', () => {
     await setTier(db, account.email, 'pro')
     if (redis) await publishAuthEvent(redis, { kind: 'account', accountId: account.accountId }, testLogger)
     else return // without Redis there is no broadcast; the cache TTL bounds it (not waited for here)
-    let status = 0
-    for (let attempt = 0; attempt < 20 && status !== 200; attempt++) {
-      status = (await get('/probe/bulk_read', account.key)).status
-      if (status !== 200) await Bun.sleep(50)
-    }
-    expect(status).toBe(200)
+    // The event arrives on the node's subscription a moment later: asked until it is in.
+    await eventually(async () => (await get('/probe/bulk_read', account.key)).status === 200, { what: 'the Pro tier on the key' })
   })
 })
 

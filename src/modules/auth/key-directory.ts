@@ -2,6 +2,7 @@ import type Redis from 'ioredis'
 import { LRUCache } from 'lru-cache'
 import type { Database } from '../../db/client'
 import { isDatabaseUnavailable } from '../../db/errors'
+import { type Clock, cacheTiming } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
 import { findActiveKey, type KeyIdentity } from './repo'
 import { API_KEY_PATTERN, sha256Hex } from './secrets'
@@ -62,10 +63,11 @@ export interface KeyDirectoryOptions {
  * a node that missed the message can be wrong. A second, longer-lived record of the keys the
  * database confirmed keeps known keys working through a database outage.
  */
-export function keyDirectory(db: Database, redis: Redis | undefined, logger: Logger, options: KeyDirectoryOptions = {}): KeyDirectory {
-  const cache = new LRUCache<string, Promise<KeyIdentity | null>>({ max: MAX_ENTRIES, ttl: options.validTtlMs ?? VALID_TTL_MS })
+export function keyDirectory(db: Database, redis: Redis | undefined, logger: Logger, clock: Clock, options: KeyDirectoryOptions = {}): KeyDirectory {
+  const timing = cacheTiming(clock)
+  const cache = new LRUCache<string, Promise<KeyIdentity | null>>({ max: MAX_ENTRIES, ttl: options.validTtlMs ?? VALID_TTL_MS, ...timing })
   // The last identity the database gave for each key, used only while it cannot be reached.
-  const lastKnown = new LRUCache<string, KeyIdentity>({ max: MAX_ENTRIES, ttl: LAST_KNOWN_TTL_MS })
+  const lastKnown = new LRUCache<string, KeyIdentity>({ max: MAX_ENTRIES, ttl: LAST_KNOWN_TTL_MS, ...timing })
   // Bumped on every eviction: a lookup that started before one must not cache what it read.
   let generation = 0
   /** The identity each cache entry resolved to, once it has. */

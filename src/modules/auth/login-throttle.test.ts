@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { testRedis, testRedisPrefix } from '../../../test/helpers/auth'
+import { fakeClock } from '../../../test/helpers/clock'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
 import { redisOptions } from '../../deps'
 import { AppError } from '../../shared/errors'
@@ -44,7 +45,8 @@ async function admitted(attempts: Promise<void>[], window: number) {
 for (const store of stores) {
   describe.skipIf(store.skip)(`counted in ${store.name}`, () => {
     const delays: number[] = []
-    const throttle = loginThrottle(attemptCounter(store.redis), async (ms) => void delays.push(ms))
+    // The process's windows run on a clock that stays put; the waits are recorded, not slept.
+    const throttle = loginThrottle(attemptCounter(store.redis, fakeClock()), { sleep: async (ms) => void delays.push(ms) })
     const attempts = (email: string, address: string, count: number) =>
       Array.from({ length: count }, () => throttle.attempt(email, address))
 
@@ -110,6 +112,20 @@ for (const store of stores) {
     })
   })
 }
+
+test("the process's counts last one window: refused until it ends, counted afresh after", async () => {
+  const clock = fakeClock()
+  const throttle = loginThrottle(attemptCounter(undefined, clock), { sleep: async () => {} })
+  const [email, address] = [newEmail(), newAddress()]
+  const once = () => [throttle.attempt(email, address)]
+  for (let i = 0; i < pair.refuseAt; i++) await throttle.attempt(email, address)
+  const refused = (await throttle.attempt(email, address).catch((error) => error)) as AppError
+  expect(refused.headers!['retry-after']).toBe(String(LOGIN_THROTTLE.windowSeconds))
+  await clock.advance(LOGIN_THROTTLE.windowSeconds * 1000 - 1)
+  expect(await admitted(once(), LOGIN_THROTTLE.windowSeconds)).toBe(0)
+  await clock.advance(1)
+  expect(await admitted(once(), LOGIN_THROTTLE.windowSeconds)).toBe(1)
+})
 
 test('throttledAddress: IPv6 to its /64 in one spelling, IPv4 and IPv4-mapped to the IPv4 address', () => {
   expect(throttledAddress('203.0.113.9')).toBe('203.0.113.9')

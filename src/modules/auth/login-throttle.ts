@@ -1,4 +1,5 @@
 import type Redis from 'ioredis'
+import type { Clock } from '../../shared/clock'
 import { AppError } from '../../shared/errors'
 
 /**
@@ -128,9 +129,9 @@ function memoryCounter(now: () => number): AttemptCounter {
   }
 }
 
-/** Redis when configured, with this process's counter standing in while Redis fails. */
-export function attemptCounter(redis: Redis | undefined): AttemptCounter {
-  const local = memoryCounter(() => Date.now())
+/** Redis when configured, with this process's counter (its windows timed by `clock`) standing in while Redis fails. */
+export function attemptCounter(redis: Redis | undefined, clock: Clock): AttemptCounter {
+  const local = memoryCounter(() => clock.monotonic())
   if (!redis) return local
   const shared = redisCounter(redis)
   const either =
@@ -170,7 +171,8 @@ export interface LoginThrottle {
 const tooMany = (what: string, retryAfter: number) =>
   new AppError('TOO_MANY_ATTEMPTS', `${what}; try again in ${retryAfter} seconds`, undefined, { 'retry-after': String(retryAfter) })
 
-export function loginThrottle(counter: AttemptCounter, sleep: (ms: number) => Promise<unknown> = Bun.sleep): LoginThrottle {
+/** `clock.sleep` is how an attempt past `slowAfter` waits. */
+export function loginThrottle(counter: AttemptCounter, clock: Pick<Clock, 'sleep'>): LoginThrottle {
   const scopes = [LOGIN_THROTTLE.pair, LOGIN_THROTTLE.email, LOGIN_THROTTLE.address]
   const loginKeys = (email: string, address: string) => {
     const counted = throttledAddress(address)
@@ -183,7 +185,7 @@ export function loginThrottle(counter: AttemptCounter, sleep: (ms: number) => Pr
       if (retryAfter > 0) throw tooMany('Too many login attempts', retryAfter)
       // The counts include this attempt: the first one after `slowAfter` others waits one step.
       const excess = Math.max(...scopes.map((scope, i) => counts[i]! - 1 - scope.slowAfter))
-      if (excess > 0) await sleep(Math.min(excess * LOGIN_THROTTLE.stepDelayMs, LOGIN_THROTTLE.maxDelayMs))
+      if (excess > 0) await clock.sleep(Math.min(excess * LOGIN_THROTTLE.stepDelayMs, LOGIN_THROTTLE.maxDelayMs))
     },
     succeeded: (email, address) => counter.forgive(loginKeys(email, address)),
     async signup(address) {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
+import type { Clock, Timer } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
 
 /**
@@ -28,7 +29,7 @@ import type { Logger } from '../../shared/logger'
 /** How long a lease lives in Redis: its deadline, by Redis's clock, from when it is granted. */
 export const LEASE_LIFETIME_MS = 1_000
 /** A node stops admitting from a lease this much before the deadline: its clock started earlier, and it needs time to settle. */
-const LOCAL_MARGIN_MS = 200
+export const LOCAL_MARGIN_MS = 200
 /**
  * An account with this many admitted charges on this node within HOT_WINDOW_MS is charged often
  * enough to lease: from there a lease (two Redis calls, a grant and a hand-back) replaces at least
@@ -118,14 +119,14 @@ interface Lease {
   usedAfterGrant: number
   /** Units admitted from the lease per key field. */
   byKeyField: Map<string, number>
-  /** performance.now() after which the node no longer admits from it. */
+  /** The clock's monotonic time after which the node no longer admits from it. */
   localEnd: number
   ttl: number
-  timer?: ReturnType<typeof setTimeout>
+  timer?: Timer
 }
 
 /** The leases this node holds, by day hash key. */
-export function quotaLeases(redis: Redis, logger?: Logger) {
+export function quotaLeases(redis: Redis, clock: Clock, logger?: Logger) {
   const client = redis as LeasingRedis
   if (typeof client.tcgGrantQuotaLease !== 'function') {
     client.defineCommand('tcgGrantQuotaLease', { lua: GRANT_LUA })
@@ -139,7 +140,7 @@ export function quotaLeases(redis: Redis, logger?: Logger) {
   const settling = new Set<Promise<unknown>>()
 
   function settle(key: string, lease: Lease) {
-    clearTimeout(lease.timer)
+    lease.timer?.cancel()
     held.delete(key)
     const used = lease.size - lease.unused
     nextSize.set(key, Math.min(MAX_LEASE_UNITS, Math.max(MIN_LEASE_UNITS, lease.unused === 0 ? lease.size * 2 : used * 2)))
@@ -162,7 +163,7 @@ export function quotaLeases(redis: Redis, logger?: Logger) {
       const lease = held.get(key)
       if (lease === undefined) return undefined
       const used = lease.usedAfterGrant - lease.unused + cost
-      if (performance.now() >= lease.localEnd || lease.unused < cost || used > limit) {
+      if (clock.monotonic() >= lease.localEnd || lease.unused < cost || used > limit) {
         // Handed back first, so the charge Redis judges instead never counts this lease's unused units.
         settle(key, lease)
         return undefined
@@ -181,13 +182,12 @@ export function quotaLeases(redis: Redis, logger?: Logger) {
     async request(key: string, limit: number, ttl: number): Promise<void> {
       if (nextSize.size > 10_000) nextSize.clear() // sizes are hints; a long-running node forgets old days'
       const id = `${node}:${++leaseCount}`
-      const localEnd = performance.now() + LEASE_LIFETIME_MS - LOCAL_MARGIN_MS
+      const localEnd = clock.monotonic() + LEASE_LIFETIME_MS - LOCAL_MARGIN_MS
       try {
         const [units, usedAfterGrant] = await client.tcgGrantQuotaLease(1, key, nextSize.get(key) ?? FIRST_LEASE_UNITS, limit, ttl, id)
         if (units === 0) return
         const lease: Lease = { id, size: units, unused: units, usedAfterGrant, byKeyField: new Map(), localEnd, ttl }
-        lease.timer = setTimeout(() => held.get(key) === lease && settle(key, lease), Math.max(0, localEnd - performance.now()))
-        lease.timer.unref?.()
+        lease.timer = clock.after(Math.max(0, localEnd - clock.monotonic()), () => held.get(key) === lease && settle(key, lease), { unref: true })
         held.set(key, lease)
       } catch {
         // No lease: charges keep going to Redis, which reports its own failures.

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
-import { utcDate, utcDay } from '../../shared/clock'
+import { type Clock, type Timer, utcDate, utcDay } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
 import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_WAIT_LUA, leaseWorthAsking, quotaLeases } from './quota-leases'
 
@@ -154,7 +154,7 @@ const UNSEEDED = 4
 /** While the database is away, a node asks it again this often (one seed at a time), not once per account. */
 const RESEED_INTERVAL_MS = 500
 /** A charge told to wait for a lease asks again after this long at most: leases usually end early, when used up. */
-const MAX_LEASE_WAIT_MS = 50
+export const MAX_LEASE_WAIT_MS = 50
 
 interface QueuedCharge {
   key: string
@@ -237,8 +237,11 @@ type ChargingRedis = Redis & {
 /** A day's counters per account: what local counting hands back to Redis. */
 export type DayCountsByAccount = Map<number, DayCounters>
 
-/** `seed` gives a missing day hash its counts; without one (tests of the store alone) it starts from zero. */
-export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): QuotaStore & {
+/**
+ * `seed` gives a missing day hash its counts; without one (tests of the store alone) it starts from
+ * zero. `clock` times the hot window, leases, lease waits and reseeds.
+ */
+export function redisQuotaStore(redis: Redis, clock: Clock, logger?: Logger, seed?: DaySeed): QuotaStore & {
   add(batchId: string, day: string, counts: DayCountsByAccount, now: Date): Promise<void>
   /** Hands back the quota leases this node holds (on shutdown). */
   close(): Promise<void>
@@ -251,7 +254,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
     client.defineCommand('tcgClaimLiveRefresh', { lua: CLAIM_LIVE_LUA })
     client.defineCommand('tcgRefundLiveRefresh', { lua: REFUND_LIVE_LUA })
   }
-  const leases = quotaLeases(redis, logger)
+  const leases = quotaLeases(redis, clock, logger)
   // Group commit: at most one charge call is in flight; charges made meanwhile wait for it and go
   // together in the next call (and those of one event-loop turn always go together). Each request
   // still waits for one script run that carries its charge. Why: per command, the client's
@@ -306,7 +309,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
   // time asks the database again every RESEED_INTERVAL_MS until it answers.
   let storedAwayUntil = 0
   let probing = false
-  const storedAway = () => storedAwayUntil > 0 && (probing || performance.now() < storedAwayUntil)
+  const storedAway = () => storedAwayUntil > 0 && (probing || clock.monotonic() < storedAwayUntil)
   const seedDay = (key: string, accountId: number, day: string, ttl: number) => {
     let seeded = seeding.get(key)
     if (!seeded) {
@@ -316,7 +319,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
         if (probe) probing = true
         try {
           const totals = seed ? await seed(accountId, day, readStored) : { used: 0, rejected: 0, liveRefreshes: 0, complete: true }
-          if (readStored) storedAwayUntil = totals.complete ? 0 : performance.now() + RESEED_INTERVAL_MS
+          if (readStored) storedAwayUntil = totals.complete ? 0 : clock.monotonic() + RESEED_INTERVAL_MS
           await client.tcgSeedQuotaDay(1, key, totals.used, totals.rejected, totals.liveRefreshes, ttl, totals.complete ? 1 : 0)
         } finally {
           if (probe) probing = false
@@ -350,7 +353,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
         (pairs) => {
           // Per account: its last admitted charge in this call, to see if it is worth a lease.
           const admitted = new Map<string, { used: number; queued: QueuedCharge }>()
-          const now = performance.now()
+          const now = clock.monotonic()
           if (now - recentSince >= HOT_WINDOW_MS) {
             recent.clear()
             recentSince = now
@@ -362,7 +365,7 @@ export function redisQuotaStore(redis: Redis, logger?: Logger, seed?: DaySeed): 
             }
             if (flagged & UNSEEDED) reseed(queued.key, queued.accountId, queued.day, queued.ttl)
             const status = flagged & ~UNSEEDED
-            if (status === WAIT) return void setTimeout(() => dispatch(queued), Math.min(value, MAX_LEASE_WAIT_MS))
+            if (status === WAIT) return void clock.after(Math.min(value, MAX_LEASE_WAIT_MS), () => dispatch(queued))
             queued.resolve({ admitted: status === ADMITTED, used: value })
             if (status !== ADMITTED) return
             recent.set(queued.key, (recent.get(queued.key) ?? 0) + 1)
@@ -510,7 +513,7 @@ export interface FailoverQuotaStore extends QuotaStore {
   close(): Promise<void>
 }
 
-const PROBE_INTERVAL_MS = 1_000
+export const PROBE_INTERVAL_MS = 1_000
 
 /**
  * Redis first; when a Redis call fails, this node serves on local counters (never a 500), logs it,
@@ -518,14 +521,14 @@ const PROBE_INTERVAL_MS = 1_000
  * reported for the account, so an outage does not hand out a fresh quota; when Redis answers again
  * the counts taken meanwhile are added to it and Redis is authoritative again.
  */
-export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed): FailoverQuotaStore {
-  const primary = redisQuotaStore(redis, logger, seed)
+export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, seed?: DaySeed): FailoverQuotaStore {
+  const primary = redisQuotaStore(redis, clock, logger, seed)
   const local = memoryQuotaStore()
   /** The last `used` and live refresh count Redis reported per account, for today only. */
   let lastSeen = new Map<number, { used: number; live: number }>()
   let lastSeenDay = ''
   let degraded = false
-  let probe: ReturnType<typeof setInterval> | undefined
+  let probe: Timer | undefined
 
   /** The baseline map for `day`; a baseline from another day is stale and starts over. */
   const lastSeenOn = (day: string) => {
@@ -575,10 +578,10 @@ export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed)
           handOver = { id: randomUUID(), day, counts }
           shiftBaseline(day, counts)
         }
-        await primary.add(handOver.id, handOver.day, handOver.counts, new Date())
+        await primary.add(handOver.id, handOver.day, handOver.counts, clock.now())
         handOver = undefined
       }
-      clearInterval(probe)
+      probe?.cancel()
       probe = undefined
       degraded = false
       logger.info('redis is back: quota counters are shared again')
@@ -593,8 +596,7 @@ export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed)
     if (degraded) return
     degraded = true
     logger.error({ err: error }, 'redis failed: quotas are counted on this node only (degraded) until it returns')
-    probe = setInterval(() => void recover(), PROBE_INTERVAL_MS)
-    probe.unref?.()
+    probe = clock.every(PROBE_INTERVAL_MS, () => void recover(), { unref: true })
   }
 
   return {
@@ -664,7 +666,7 @@ export function failoverQuotaStore(redis: Redis, logger: Logger, seed?: DaySeed)
       await local.refundLiveRefresh(accountId, now)
     },
     async close() {
-      clearInterval(probe)
+      probe?.cancel()
       await primary.close()
     },
   }

@@ -35,11 +35,11 @@ export interface AuthDeps {
 }
 
 export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
-  const usage = usageRecorder(deps.db, deps.logger)
+  const usage = usageRecorder(deps.db, deps.logger, deps.clock)
   // A day hash Redis does not have (lost, or a new day) starts from what the recorder knows of it.
-  const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.logger, usage.dayTotals) : undefined
-  const keys = keyDirectory(deps.db, deps.redis, deps.logger, deps.keyCache)
-  const attempts = attemptCounter(deps.redis)
+  const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.clock, deps.logger, usage.dayTotals) : undefined
+  const keys = keyDirectory(deps.db, deps.redis, deps.logger, deps.clock, deps.keyCache)
+  const attempts = attemptCounter(deps.redis, deps.clock)
   return {
     db: deps.db,
     clock: deps.clock,
@@ -47,7 +47,7 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
     quota: failover ?? memoryQuotaStore(),
     quotaMode: () => (!failover ? 'local' : failover.degraded ? 'degraded' : 'shared'),
     usage,
-    throttle: loginThrottle(attempts),
+    throttle: loginThrottle(attempts, deps.clock),
     attempts,
     cookieSecure: deps.config.cookieSecure,
     async close() {

@@ -1,5 +1,5 @@
 import type { Database } from '../../db/client'
-import { utcDate } from '../../shared/clock'
+import { type Clock, utcDate } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
 import { type AccountDayDelta, addUsage, findDailyUsage, type KeyUsageDelta } from './repo'
 
@@ -36,7 +36,7 @@ export interface DayTotals {
  * A failed write keeps the counts for the next attempt: they are merged into the next batch, so
  * memory grows with the keys and account-days counted during an outage, never with its requests.
  */
-export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
+export function usageRecorder(db: Database, logger: Logger, clock: Clock): UsageRecorder {
   let keys = new Map<number, KeyUsageDelta>()
   let days = new Map<string, AccountDayDelta>()
   /** The batch being written: still counted by `pending` until it is in the database. */
@@ -124,8 +124,7 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
     flushing = (flushing ?? Promise.resolve()).then(writeBatch)
     return flushing
   }
-  const timer = setInterval(() => void flush(), FLUSH_INTERVAL_MS)
-  timer.unref?.()
+  const timer = clock.every(FLUSH_INTERVAL_MS, () => void flush(), { unref: true })
 
   return {
     record({ keyId, accountId, units, rejected, at }) {
@@ -157,7 +156,7 @@ export function usageRecorder(db: Database, logger: Logger): UsageRecorder {
     },
     flush,
     async close() {
-      clearInterval(timer)
+      timer.cancel()
       await flush()
     },
   }
