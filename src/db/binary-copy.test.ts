@@ -2,7 +2,10 @@ import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { freshDatabase, selectRows } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
+import { eventually } from '../../test/helpers/eventually'
+import { ROOT } from '../../test/helpers/process'
 import { BinaryCopyDecoder, type BinaryCopyRow, BinaryCopyWriter, copyIn, copyRows } from './binary-copy'
+import { openPostgres } from './client'
 
 /** Bytes of a binary COPY stream with these rows (null: a NULL field), as PostgreSQL writes them. */
 function copyBytes(rows: (Buffer | null)[][]): Buffer {
@@ -78,6 +81,31 @@ const EDGE_VALUES = `(values
 // PGlite has no COPY stream: there copyRows answers undefined and callers SELECT (repo tests cover both).
 const database = TEST_DATABASE_URL ? await freshDatabase('empty') : undefined
 
+/**
+ * Blocks this thread, event loop included, while a process of its own ends the session `gatePid`
+ * (releasing its lock) and waits for backend `pid` to finish its COPY: the whole answer then waits
+ * unread in the socket. Gives up after about 10 s, exiting non-zero.
+ */
+function holdWhileCopying(pid: number, gatePid: number) {
+  const wait = `do $$ begin
+    perform pg_terminate_backend(${gatePid});
+    for attempt in 1..2000 loop
+      perform pg_stat_clear_snapshot();
+      if exists (select from pg_stat_activity where pid = ${pid} and state = 'idle in transaction' and query like 'copy (%') then return; end if;
+      perform pg_sleep(0.005);
+    end loop;
+    raise exception 'the COPY did not finish within 10 s';
+  end $$`
+  const script = "import postgres from 'postgres'; const sql = postgres(process.env.DATABASE_URL, { max: 1 }); try { await sql.unsafe(process.env.WAIT) } finally { await sql.end() }"
+  const run = Bun.spawnSync([process.execPath, '-e', script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: database!.url!, WAIT: wait },
+    stdout: 'ignore',
+    stderr: 'pipe',
+  })
+  return { exitCode: run.exitCode, stderr: run.stderr.toString() }
+}
+
 describe.skipIf(!database)('binary COPY from PostgreSQL', () => {
   const db = database?.db!
   const EDGE_COLUMNS = `select small::int2, big, money, label, day, at from ${EDGE_VALUES}`
@@ -113,16 +141,39 @@ describe.skipIf(!database)('binary COPY from PostgreSQL', () => {
   test('a COPY that arrives whole before its stream is read leaves the session usable', async () => {
     // It fills the stream's buffer and ends in one socket read: postgres.js's socket stayed paused
     // and the next statement hung (without the fix in copyRows this test times out).
-    await db.transaction(async (tx) => {
-      await tx.execute(sql`create temporary table copied on commit drop as select n, repeat('x', 100) as padding from generate_series(1, 650) as n`)
-      const copying = copyRows(tx, 'select n, padding from copied', 2, (row) => [row.integer(), row.text()])
-      // Hold the event loop while the server answers, so the whole answer is there at the next read.
-      setTimeout(() => Bun.sleepSync(200), 0)
-      const rows = await copying
-      expect(rows).toHaveLength(650)
-      expect(await selectRows(tx, sql`select 2 as two`)).toEqual([{ two: 2 }])
-    })
-  })
+    await db.execute(sql`create table if not exists copy_gate ()`)
+    const gate = await openPostgres(database!.url!, { max: 1 })
+    const gateOpen = Promise.withResolvers<void>()
+    const gatePid = Promise.withResolvers<number>()
+    // Another session holds a lock the COPY needs before it answers anything: it is sent, and waits.
+    const gateHeld = gate.db
+      .transaction(async (gateTx) => {
+        await gateTx.execute(sql`lock table copy_gate in access exclusive mode`)
+        gatePid.resolve((await selectRows<{ pid: number }>(gateTx, sql`select pg_backend_pid() as pid`))[0]!.pid)
+        await gateOpen.promise
+      })
+      .catch(() => {}) // its session is ended under it
+    try {
+      await db.transaction(async (tx) => {
+        await tx.execute(sql`create temporary table copied on commit drop as select n, repeat('x', 100) as padding from generate_series(1, 650) as n`)
+        const [{ pid }] = (await selectRows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`)) as [{ pid: number }]
+        const held = await gatePid.promise
+        const copying = copyRows(tx, 'select n, padding from copied where not exists (select from copy_gate)', 2, (row) => [row.integer(), row.text()])
+        await eventually(
+          async () => (await selectRows(db, sql`select 1 from pg_stat_activity where pid = ${pid} and wait_event_type = 'Lock' and query like 'copy (%'`)).length > 0,
+          { what: 'the COPY waiting for the lock' },
+        )
+        expect(holdWhileCopying(pid, held)).toEqual({ exitCode: 0, stderr: '' })
+        const rows = await copying
+        expect(rows).toHaveLength(650)
+        expect(await selectRows(tx, sql`select 2 as two`)).toEqual([{ two: 2 }])
+      })
+    } finally {
+      gateOpen.resolve()
+      await gateHeld
+      await gate.close()
+    }
+  }, 30_000)
 })
 
 describe.skipIf(!database)('binary COPY into PostgreSQL', () => {

@@ -5,6 +5,7 @@ import { openPostgres } from '../db/client'
 import { accounts } from '../db/schema'
 import { findActiveKey, findSessionAccount } from '../modules/auth/repo'
 import { sha256Hex } from '../modules/auth/secrets'
+import { systemClock } from './clock'
 import { createLogger } from './logger'
 
 function capture() {
@@ -48,13 +49,13 @@ describe('database errors are logged without the values bound to the query', asy
 
   test.skipIf(!TEST_DATABASE_URL)('key and session lookups on an unreachable database: no digest', async () => {
     const unreachable = await openPostgres('postgres://postgres@127.0.0.1:1/none', { connectTimeoutSeconds: 1 })
-    afterAll(() => unreachable.close())
+    afterAll(() => unreachable.close(), 30_000)
     const keyDigest = sha256Hex('tcg_live_0123456789abcdefghijABCDEFGHIJ01')
     const tokenDigest = sha256Hex('a session token')
     const { lines, logger } = capture()
     for (const error of [
       await failure(() => findActiveKey(unreachable.db, keyDigest)),
-      await failure(() => findSessionAccount(unreachable.db, tokenDigest, new Date())),
+      await failure(() => findSessionAccount(unreachable.db, tokenDigest, systemClock.now())),
     ]) {
       logger.warn({ err: error }, 'database unavailable')
     }

@@ -3,10 +3,12 @@ import { randomBytes } from 'node:crypto'
 import { sql } from 'drizzle-orm'
 import { publishAuthEvent } from '../../src/modules/auth/key-directory'
 import { sha256Hex } from '../../src/modules/auth/secrets'
+import { systemClock } from '../../src/shared/clock'
 import { accountWithKey, type TestAccount, testRedis, testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env'
-import { ROOT } from '../helpers/process'
+import { eventually } from '../helpers/eventually'
+import { ROOT, stopProcess } from '../helpers/process'
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy'
 
 // A real database outage under a real service process: `test/fixtures/outage-server.ts` (the app
@@ -18,6 +20,13 @@ const services = Boolean(TEST_DATABASE_URL && TEST_REDIS_URL)
 /** The key cache's TTL in the service (30 s in production): the outage outlasts it. */
 const KEY_CACHE_TTL_MS = 1_000
 const CONNECT_TIMEOUT_SECONDS = 1
+/** /ready's own bound on each check (PROBE_TIMEOUT_MS in src/modules/health/routes.ts). */
+const READY_CHECK_MS = 2_000
+/**
+ * What a loaded machine may add to an outage answer's own deadline: seconds, where the regressions
+ * these bounds catch take 30 s (postgres.js's default connect timeout) or hang (the fetch gives up at 15 s).
+ */
+const SLACK_MS = 5_000
 
 type Reply = { status: number; headers: Headers; body: any; ms: number }
 
@@ -27,15 +36,16 @@ describe.skipIf(!services)('a database outage under a running service', async ()
   // Registered before freshDatabase's hook (hooks run in order): the service lets go of the
   // database before it is dropped.
   afterAll(async () => {
-    child?.kill('SIGTERM')
-    if ((await Promise.race([child?.exited, Bun.sleep(5_000)])) === undefined) child?.kill('SIGKILL')
+    if (child) await stopProcess(child)
     await proxy?.close()
-  }, 10_000)
+  }, 30_000)
   const database = services ? await freshDatabase('seeded') : undefined
   const prefix = testRedisPrefix()
   const redis = services ? await testRedis(prefix) : undefined
   /** Every line the service wrote to stdout, from start to stop. */
   const logs: string[] = []
+  /** Resolves once the service's stdout has closed: every line it wrote is in `logs`. */
+  let stdoutClosed: Promise<void> = Promise.resolve()
   let base = ''
   let business: TestAccount
   let revoked: TestAccount
@@ -47,8 +57,8 @@ describe.skipIf(!services)('a database outage under a running service', async ()
   beforeAll(async () => {
     const target = new URL(TEST_DATABASE_URL!)
     proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
-    business = await accountWithKey(database!.db, 'business', new Date())
-    revoked = await accountWithKey(database!.db, 'business', new Date())
+    business = await accountWithKey(database!.db, 'business', systemClock.now())
+    revoked = await accountWithKey(database!.db, 'business', systemClock.now())
     const ids = await selectRows<{ id: number }>(database!.db, sql`select id from cards order by id limit 3`)
     cardIds = ids.map((row) => row.id).join(',')
 
@@ -71,7 +81,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
       stderr: 'inherit',
     })
     const listening = Promise.withResolvers<string>()
-    void (async () => {
+    stdoutClosed = (async () => {
       const decoder = new TextDecoder()
       let buffered = ''
       for await (const chunk of child!.stdout as ReadableStream<Uint8Array>) {
@@ -86,14 +96,14 @@ describe.skipIf(!services)('a database outage under a running service', async ()
       listening.reject(new Error(`the service exited before listening: ${logs.join('\n')}`))
     })()
     base = await listening.promise
-  }, 30_000)
+  }, 60_000) // the service builds its first price snapshot before it listens
 
   async function send(path: string, init: { key?: string; cookie?: string; body?: unknown; method?: string } = {}): Promise<Reply> {
     const headers: Record<string, string> = {}
     if (init.key) headers['x-api-key'] = init.key
     if (init.cookie) headers.cookie = init.cookie
     if (init.body !== undefined) headers['content-type'] = 'application/json'
-    const started = performance.now()
+    const started = systemClock.monotonic()
     const response = await fetch(`${base}${path}`, {
       method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
       headers,
@@ -101,7 +111,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
       signal: AbortSignal.timeout(15_000),
     })
     const text = await response.text()
-    return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, ms: performance.now() - started }
+    return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, ms: systemClock.monotonic() - started }
   }
 
   const snapshotRoutes = () => ['/v1/prices/top-movers?limit=2', `/v1/bulk/prices?ids=${cardIds}`, '/v1/prices/changes?since=2020-01-01T00:00:00Z&limit=2']
@@ -143,32 +153,34 @@ describe.skipIf(!services)('a database outage under a running service', async ()
   test('connections refused and cut: known keys keep the snapshot routes past the cache TTL; the rest is 503 at once', async () => {
     await proxy!.refuse()
     proxy!.cut()
-    await Bun.sleep(KEY_CACHE_TTL_MS + 300) // every cached key has expired
+    // A real TTL in the service's own process, so real time must pass (a sleep only ever runs
+    // long, so load cannot make it too short): every key cached before the outage has expired.
+    await systemClock.sleep(KEY_CACHE_TTL_MS + 300)
 
     for (let round = 0; round < 2; round++) for (const path of snapshotRoutes()) await expectServed(path)
-    for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), 1_000)
+    for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), SLACK_MS)
     remaining-- // the keyed 503 was charged too (DESIGN decision 5)
     // Unknown: the service cannot tell whether the key exists, so it does not say it does not.
-    expectUnavailable(await send('/v1/prices/top-movers', { key: unknownKey }), 1_000)
+    expectUnavailable(await send('/v1/prices/top-movers', { key: unknownKey }), SLACK_MS)
 
     const ready = await send('/ready')
     // Still in the pool: the snapshot routes answer.
     expect(ready.status).toBe(200)
     expect(ready.body).toMatchObject({ status: 'degraded', checks: { database: 'error', redis: 'ok', quota: 'shared' } })
-    expect(ready.ms).toBeLessThan(1_000)
-  }, 15_000)
+    expect(ready.ms).toBeLessThan(SLACK_MS)
+  }, 30_000)
 
   test('connections stalled: every answer still comes within the connect timeout, never a 30 s hang', async () => {
     await proxy!.stall()
-    const bound = CONNECT_TIMEOUT_SECONDS * 1000 + 1_000
+    const bound = CONNECT_TIMEOUT_SECONDS * 1000 + SLACK_MS
     for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), bound)
     remaining--
     expectUnavailable(await send('/v1/bulk/prices?ids=1', { key: unknownKey }), bound)
     for (const path of snapshotRoutes()) await expectServed(path)
     const ready = await send('/ready')
     expect(ready.body.checks.database).toBe('error')
-    expect(ready.ms).toBeLessThan(2_500) // /ready's own 2 s bound per check
-  }, 20_000)
+    expect(ready.ms).toBeLessThan(READY_CHECK_MS + SLACK_MS)
+  }, 60_000)
 
   test('a key revoked during the outage (announced on Redis) is refused at once', async () => {
     await proxy!.refuse()
@@ -177,28 +189,31 @@ describe.skipIf(!services)('a database outage under a running service', async ()
     // Another node, still connected, revoked it and told every node.
     await database!.db.execute(sql`update api_keys set is_active = false where id = ${revoked.keyId}`)
     await publishAuthEvent(redis, { kind: 'key', hash: sha256Hex(revoked.key) }, testLogger)
-    let reply: Reply | undefined
-    const started = performance.now()
-    while (performance.now() - started < 2_000) {
-      reply = await send('/v1/prices/top-movers?limit=1', { key: revoked.key })
-      if (reply.status !== 200) break
-      await Bun.sleep(20)
-    }
-    expect(performance.now() - started).toBeLessThan(1_000)
-    expectUnavailable(reply!, 1_000)
+    const started = systemClock.monotonic()
+    const reply = await eventually(
+      async () => {
+        const answer = await send('/v1/prices/top-movers?limit=1', { key: revoked.key })
+        return answer.status !== 200 && answer
+      },
+      { what: 'the revocation refused' },
+    )
+    // Within a second (DESIGN section 5) on a quiet machine; unannounced, the key would be served
+    // from its last-known record for an hour.
+    expect(systemClock.monotonic() - started).toBeLessThan(SLACK_MS)
+    expectUnavailable(reply, SLACK_MS)
     await expectServed('/v1/prices/top-movers?limit=1') // the other key is untouched
-  }, 15_000)
+  }, 30_000)
 
   test('after: everything answers again without a restart, and the revoked key is refused as such', async () => {
     await proxy!.resume()
-    const started = performance.now()
-    let ready: Reply | undefined
-    while (performance.now() - started < 10_000) {
-      ready = await send('/ready')
-      if (ready.status === 200) break
-      await Bun.sleep(100)
-    }
-    expect(ready!.body).toMatchObject({ status: 'ready', checks: { database: 'ok', redis: 'ok' } })
+    const ready = await eventually(
+      async () => {
+        const answer = await send('/ready')
+        return answer.status === 200 && answer
+      },
+      { timeout: 15_000, what: '/ready answering 200 again' },
+    )
+    expect(ready.body).toMatchObject({ status: 'ready', checks: { database: 'ok', redis: 'ok' } })
 
     expect((await send('/v1/sets?per_page=1', { key: business.key })).status).toBe(200)
     remaining--
@@ -208,10 +223,12 @@ describe.skipIf(!services)('a database outage under a running service', async ()
     expect((await send('/v1/auth/signup', { body: { email: signupEmail, password: signupPassword } })).status).toBe(201)
     expect((await send('/v1/prices/top-movers', { key: revoked.key })).body.error.code).toBe('INVALID_API_KEY')
     expect((await send('/v1/prices/top-movers', { key: unknownKey })).status).toBe(401)
-  }, 20_000)
+  }, 30_000)
 
   test('the logs say what happened, and hold no email, password hash, key, token or digest of one', async () => {
-    await Bun.sleep(100) // the last lines reach stdout
+    // Every line, shutdown included: the service is stopped and its stdout read to the end.
+    await stopProcess(child!)
+    await stdoutClosed
     const text = logs.join('\n')
     const lines = logs.map((line) => JSON.parse(line))
     expect(lines.filter((line) => line.msg === 'database unavailable').length).toBeGreaterThan(5)
@@ -231,5 +248,5 @@ describe.skipIf(!services)('a database outage under a running service', async ()
     for (const secret of secrets) expect(text).not.toContain(secret)
     expect(text).not.toContain('$argon2')
     expect(text).not.toMatch(/[0-9a-f]{64}/)
-  })
+  }, 30_000)
 })

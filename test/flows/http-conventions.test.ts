@@ -140,5 +140,5 @@ describe('every JSON answer says application/json;charset=utf-8', () => {
       await response.arrayBuffer()
     }
     expect({ status: response!.status, type: response!.headers.get('content-type') }).toEqual({ status: 429, type: JSON_TYPE })
-  })
+  }, 30_000) // a hundred requests
 })

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path'
+import { systemClock, withTimeout } from '../../src/shared/clock'
 
 export const ROOT = resolve(import.meta.dir, '../..')
 
@@ -51,4 +52,14 @@ export async function spawnUntilListening(args: string[], env: Record<string, st
       }
     }
   }
+}
+
+/**
+ * Stops `child` for cleanup: SIGTERM, then SIGKILL if it has not exited within `graceMs`, so a
+ * hook that stops a process always ends. Not for tests of a graceful stop, which must see it happen.
+ */
+export async function stopProcess(child: ReturnType<typeof Bun.spawn>, graceMs = 10_000): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+  await withTimeout(systemClock, child.exited, graceMs, () => new Error('no exit')).catch(() => child.kill('SIGKILL'))
+  await child.exited
 }

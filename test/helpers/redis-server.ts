@@ -1,4 +1,5 @@
 import Redis from 'ioredis'
+import { eventually } from './eventually'
 
 /** A TCP port nothing listens on right now. */
 export async function freePort(): Promise<number> {
@@ -14,19 +15,22 @@ export async function freePort(): Promise<number> {
  */
 export async function spawnRedisServer(port: number, args: string[]): Promise<ReturnType<typeof Bun.spawn>> {
   const server = Bun.spawn(['redis-server', '--port', String(port), '--bind', '127.0.0.1', ...args], { stdout: 'ignore', stderr: 'ignore' })
-  for (let attempt = 0; attempt < 100; attempt++) {
+  const answers = async () => {
     const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
     probe.on('error', () => {})
     try {
       await probe.connect()
-      if ((await probe.ping()) === 'PONG') return server
-    } catch {
-      // not up (or still loading its data) yet
+      return (await probe.ping()) === 'PONG'
     } finally {
       probe.disconnect()
     }
-    await Bun.sleep(20)
   }
-  server.kill('SIGKILL')
-  throw new Error(`redis-server did not start on port ${port}`)
+  try {
+    // Not up, or still loading its data, until it answers.
+    await eventually(answers, { timeout: 15_000, what: `redis-server answering on port ${port}` })
+  } catch (error) {
+    server.kill('SIGKILL')
+    throw error
+  }
+  return server
 }

@@ -383,4 +383,4 @@ test('no refused request changed the catalog (price history included)', async ()
   // prices are the exception: an accepted request refreshes them live from the marketplace.
   const written = ['accounts', 'sessions', 'api_keys', 'condition_prices', 'condition_refreshes']
   expect(changedTables(catalogBefore, await world.digest({ catalogHistory: true })).filter((t) => !written.includes(t))).toEqual([])
-})
+}, 30_000)

@@ -1,4 +1,5 @@
 import { connect } from 'node:net'
+import { systemClock } from '../../src/shared/clock'
 
 /**
  * A minimal HTTP/1.1 client over a plain TCP socket, for what `fetch` will not send: methods it
@@ -26,11 +27,11 @@ export function rawExchange(port: number, request: Uint8Array, options: { head: 
     const finish = (outcome: RawOutcome) => {
       if (settled) return
       settled = true
-      clearTimeout(timer)
+      timer.cancel()
       socket.destroy()
       resolve(outcome)
     }
-    const timer = setTimeout(() => finish({ kind: 'timeout', received: Buffer.concat(chunks) }), options.timeoutMs)
+    const timer = systemClock.after(options.timeoutMs, () => finish({ kind: 'timeout', received: Buffer.concat(chunks) }))
     socket.on('connect', () => socket.write(request))
     socket.on('data', (chunk: Buffer) => {
       chunks.push(chunk)

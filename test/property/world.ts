@@ -1,10 +1,11 @@
 import { afterAll } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { startSession } from '../../src/modules/auth/accounts'
+import { systemClock, withTimeout } from '../../src/shared/clock'
 import { accountWithKey, testRedis, testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, selectRows, type TestDatabase, testLogger } from '../helpers/db'
 import { TEST_REDIS_URL } from '../helpers/env'
-import { ROOT } from '../helpers/process'
+import { ROOT, stopProcess } from '../helpers/process'
 import { startServer } from '../helpers/server'
 
 /**
@@ -73,7 +74,7 @@ export async function createWorld(): Promise<World> {
   // bun runs afterAll hooks in the order they were registered: this one, registered before
   // freshDatabase's, stops the service before its database is dropped.
   let stopService = async () => {}
-  afterAll(() => stopService())
+  afterAll(() => stopService(), 30_000)
   const database = await freshDatabase('seeded')
   const redisPrefix = testRedisPrefix()
   const redis = await testRedis(redisPrefix)
@@ -91,7 +92,7 @@ export async function createWorld(): Promise<World> {
   if (revokedAnswer.status !== 200) throw new Error(`could not revoke the test key: ${revokedAnswer.status} ${await revokedAnswer.text()}`)
 
   // The session the cookie routes see: signed up over HTTP, as a browser would.
-  const email = `hostile-${process.pid}-${Date.now()}@example.com`
+  const email = `hostile-${process.pid}-${systemClock.now().getTime()}@example.com`
   const signup = await fetch(`${base}/v1/auth/signup`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -160,7 +161,7 @@ export async function createWorld(): Promise<World> {
     liveSession: () => session,
     async renewSession() {
       // Through the service rather than a login, which the login throttle may be refusing by now.
-      session = (await startSession(database.db, accountId, new Date())).token
+      session = (await startSession(database.db, accountId, systemClock.now())).token
     },
     email,
     password: PASSWORD,
@@ -236,22 +237,13 @@ async function spawnService(
   }
   void drain(child.stdout)
   void drain(child.stderr)
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return
-    child.kill('SIGTERM')
-    const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(8_000).then(() => false)])
-    if (!exited) child.kill('SIGKILL')
-    await child.exited
-  }
-  onStop(stop)
-  const base = await Promise.race([
+  onStop(() => stopProcess(child, 8_000))
+  const started = Promise.race([
     url,
     child.exited.then((code) => {
       throw new Error(`bun src/index.ts exited (${code}) before listening:\n${logs.join('\n')}`)
     }),
-    Bun.sleep(60_000).then(() => {
-      throw new Error(`bun src/index.ts did not listen within 60 s:\n${logs.join('\n')}`)
-    }),
   ])
+  const base = await withTimeout(systemClock, started, 60_000, () => new Error(`bun src/index.ts did not listen within 60 s:\n${logs.join('\n')}`))
   return { base, mode: 'process' as const, logCount: () => logged, logsSince: (count: number) => logs.slice(Math.max(0, logs.length - (logged - count))) }
 }
