@@ -1,5 +1,5 @@
 /**
- * The closed error vocabulary: the spec's codes plus DESIGN decision 4's. Every error response is
+ * The closed error vocabulary: the spec's codes plus docs/decisions.md "Errors beyond the contract"'s. Every error response is
  * `{ error: { message, code, details? } }`, with the status taken from this one table.
  */
 export const ERROR_STATUS = {

@@ -48,7 +48,7 @@ export const QueryParams = <T extends TProperties>(properties: T) => nameParams(
 export const PathParams = <T extends TProperties>(properties: T) => nameParams(properties, 'path')
 
 // `per_page` has no schema maximum: the public service's clients page with per_page=200, so a
-// larger value is served as MAX_PER_PAGE (toPage) instead of refused (DESIGN decision 14).
+// larger value is served as MAX_PER_PAGE (toPage) instead of refused (docs/decisions.md "Compatibility superset").
 export const PaginationQuery = QueryParams({
   page: Type.Optional(QueryInt({ minimum: 1, maximum: 1_000_000, default: 1, description: 'Page number, from 1' })),
   per_page: Type.Optional(

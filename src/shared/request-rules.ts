@@ -15,7 +15,7 @@ export const isJsonMediaType = (contentType: string) => JSON_MEDIA_TYPE.test(con
 
 /**
  * A body the route must refuse, handed to it by the parser instead of thrown there: a guarded route
- * judges the body only after its key, quota or origin checks (DESIGN decision 5), then throws it.
+ * judges the body only after its key, quota or origin checks (docs/decisions.md "Quota accounting"), then throws it.
  */
 export class RefusedBody {
   constructor(readonly error: AppError) {}

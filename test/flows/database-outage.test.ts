@@ -159,7 +159,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
 
     for (let round = 0; round < 2; round++) for (const path of snapshotRoutes()) await expectServed(path)
     for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), SLACK_MS)
-    remaining-- // the keyed 503 was charged too (DESIGN decision 5)
+    remaining-- // the keyed 503 was charged too (docs/decisions.md "Quota accounting")
     // Unknown: the service cannot tell whether the key exists, so it does not say it does not.
     expectUnavailable(await send('/v1/prices/top-movers', { key: unknownKey }), SLACK_MS)
 
@@ -197,7 +197,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
       },
       { what: 'the revocation refused' },
     )
-    // Within a second (DESIGN section 5) on a quiet machine; unannounced, the key would be served
+    // Within a second (docs/decisions.md "The key check") on a quiet machine; unannounced, the key would be served
     // from its last-known record for an hour.
     expect(systemClock.monotonic() - started).toBeLessThan(SLACK_MS)
     expectUnavailable(reply, SLACK_MS)

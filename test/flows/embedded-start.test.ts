@@ -47,7 +47,7 @@ function printedDemo(started: Listening): Printed | undefined {
 const json = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
 const sessionOf = (response: Response) => /^session=([^;]+)/.exec(response.headers.get('set-cookie') ?? '')?.[1]
 
-/** A Business-only read (DESIGN decision 1) with this key: set export of the first set. */
+/** A Business-only read (docs/decisions.md "Tier access") with this key: set export of the first set. */
 async function exportFirstSet(base: string, key: string) {
   const sets = (await (await fetch(`${base}/v1/sets?per_page=1`, { headers: { 'x-api-key': key } })).json()) as any
   return fetch(`${base}/v1/export/set/${sets.data[0].id}`, { headers: { 'x-api-key': key } })

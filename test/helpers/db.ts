@@ -21,7 +21,7 @@ export const tinySource = () => createDemoSource({ scale: 'tiny', now: () => TES
 export { selectRows } from '../../src/db/client'
 
 /**
- * The test oracle for DESIGN decision 3, written apart from the code under test: an ORDER BY that
+ * The test oracle for docs/decisions.md "Primary printing", written apart from the code under test: an ORDER BY that
  * puts a card's primary printing first among its `card_prices cp`, the game being aliased `g`.
  */
 export const PRIMARY_PRINTING_FIRST = sql.raw(

@@ -7,7 +7,7 @@
  *   - a 4xx the app writes carries the spec's envelope `{ error: { message, code, details? } }`;
  *   - no body shows a stack trace, an absolute file path or `node_modules`;
  *   - a refused request (4xx, or none at all) changed no stored row (usage counters aside, which
- *     DESIGN decision 5 charges even for a 400 after a valid key).
+ *     docs/decisions.md "Quota accounting" charges even for a 400 after a valid key).
  * With PostgreSQL the service runs as its own process, started as the README starts it.
  *
  * Replay: the seed is printed first ("[hostile] seed …"); failures print fast-check's seed and path.

@@ -54,9 +54,9 @@ export interface Samples {
 
 /**
  * What a correctly refused request may still change, by design, so the digests leave it out:
- * DESIGN decision 5 charges a request once its key is valid "whatever happens after (404 and 400
+ * docs/decisions.md "Quota accounting" charges a request once its key is valid "whatever happens after (404 and 400
  * cost too)", and those counts reach `daily_usage` and the key's `total_requests`/`last_used_at`
- * in batches (DESIGN section 5) at any moment.
+ * in batches (docs/decisions.md "Usage counters in PostgreSQL") at any moment.
  */
 const USAGE_COUNTERS = { tables: ['daily_usage'], columns: { api_keys: ['total_requests', 'last_used_at'] } as Record<string, string[]> }
 

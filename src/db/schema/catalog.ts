@@ -89,7 +89,7 @@ export const cards = pgTable(
 
 /**
  * Every distinct word of the cards' clean names, with a trigram index: misspelt search words are
- * corrected against this short list, then cards are found by their words (DESIGN decision 11).
+ * corrected against this short list, then cards are found by their words (docs/decisions.md, "Matching by words, then by corrected words").
  * Syncs add the words of the cards they write; a word no card has any more only yields a
  * correction that matches nothing.
  */

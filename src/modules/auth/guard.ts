@@ -37,7 +37,7 @@ export interface SessionAuth {
 
 // Per-request state lives beside the request, not in the context: the checks run in `transform`
 // (before validation, so a missing key is a 401 even with bad parameters and a bad parameter still
-// costs quota, DESIGN decision 5), and the error handler needs the quota state for error bodies.
+// costs quota, docs/decisions.md "Quota accounting"), and the error handler needs the quota state for error bodies.
 const keyAuths = new WeakMap<Request, KeyAuth>()
 const rateLimits = new WeakMap<Request, RateLimit>()
 const sessions = new WeakMap<Request, SessionAuth>()
@@ -97,7 +97,7 @@ export function admitAtOnce(auth: AuthRuntime, request: Request, rule: ApiKeyRul
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /**
- * CSRF defence for cookie-authenticated writes (DESIGN decision 9), part 1: a browser sends its
+ * CSRF defence for cookie-authenticated writes (docs/decisions.md, "CSRF rules for cookie writes"), part 1: a browser sends its
  * page's `Origin` on cross-site requests, so a write that names another origin is refused.
  */
 function refuseForeignOrigin(request: Request) {
@@ -203,7 +203,7 @@ export function authGuard(auth: AuthRuntime) {
             )
           }
         }
-        // Judged only now, so a bad body costs quota like any refused request (DESIGN decision 5).
+        // Judged only now, so a bad body costs quota like any refused request (docs/decisions.md, "Quota accounting").
         if (body instanceof RefusedBody) throw body.error
         keyAuths.set(request, { identity, policy, now, counters })
       },

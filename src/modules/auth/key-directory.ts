@@ -58,7 +58,7 @@ export interface KeyDirectoryOptions {
 }
 
 /**
- * DESIGN section 5: the key check is a SHA-256 and an in-process cache hit. Revocations and tier
+ * docs/decisions.md "The key check": the key check is a SHA-256 and an in-process cache hit. Revocations and tier
  * changes reach every node through Redis pub/sub within a second; the cache TTL bounds how long
  * a node that missed the message can be wrong. A second, longer-lived record of the keys the
  * database confirmed keeps known keys working through a database outage.

@@ -8,7 +8,7 @@ import type { AccountRow } from './repo'
 import { newApiKey } from './secrets'
 import type { UsageRecorder } from './usage-recorder'
 
-/** DESIGN decision 8. */
+/** docs/decisions.md "API keys". */
 export const MAX_ACTIVE_KEYS = 25
 
 export interface CreatedKey {

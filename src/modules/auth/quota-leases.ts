@@ -11,7 +11,7 @@ import type { Logger } from '../../shared/logger'
  * (a keyed fixed-body route served 0.49 of the open route's req/s with a Redis call per request and
  * 0.80 with leases, 2-core VM, 50 connections; docs/decisions.md, "Quota leases").
  *
- * Exactness (DESIGN decision 5: N concurrent requests against a quota of Q admit exactly min(N, Q),
+ * Exactness (docs/decisions.md "Quota accounting": N concurrent requests against a quota of Q admit exactly min(N, Q),
  * across nodes) holds because:
  * - a lease's units are added to `used` in Redis when it is granted, so they are never admitted twice;
  * - a lease is granted only while at most a quarter of what is left goes to it: near the limit

@@ -5,7 +5,7 @@ import type { Logger } from '../../shared/logger'
 import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_WAIT_LUA, leaseWorthAsking, quotaLeases } from './quota-leases'
 
 /**
- * Daily quota counters (DESIGN decision 5): per account and UTC day, the units used, the requests
+ * Daily quota counters (docs/decisions.md "Quota accounting"): per account and UTC day, the units used, the requests
  * refused over quota, live refreshes, and units per key. Keys of the day vanish a while after it ends.
  */
 export interface DayCounters {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 
-/** DESIGN decision 8: the fixed live prefix, then 32 random base62 characters. */
+/** docs/decisions.md "API keys": the fixed live prefix, then 32 random base62 characters. */
 export const API_KEY_PREFIX = 'tcg_live_'
 const KEY_BODY_LENGTH = 32
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'

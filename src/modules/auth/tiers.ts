@@ -1,5 +1,5 @@
 /**
- * The one tier-policy table (DESIGN section 3). Routes declare the capability they need; quotas,
+ * The one tier-policy table (docs/decisions.md "Tier access"). Routes declare the capability they need; quotas,
  * history windows, resolve limits and live-refresh allowances are read from here. Nothing else in
  * the code base names a tier.
  */
@@ -40,7 +40,7 @@ export interface TierPolicy {
 
 const FREE: Capability[] = ['catalog']
 const STARTER: Capability[] = [...FREE, 'bulk_resolve']
-// DESIGN decision 1: set prices follow the sets reference (Pro), bulk history and set export the
+// docs/decisions.md "Tier access": set prices follow the sets reference (Pro), bulk history and set export the
 // bulk reference (Business), where the spec's tier guide says Starter and Pro.
 const PRO: Capability[] = [
   ...STARTER,

@@ -31,7 +31,7 @@ export interface DayTotals {
 }
 
 /**
- * DESIGN section 5: per-key totals and per-account daily rows are summed in memory and written
+ * docs/decisions.md "Usage counters in PostgreSQL": per-key totals and per-account daily rows are summed in memory and written
  * every few seconds in one transaction (one statement per table), never once per request.
  * A failed write keeps the counts for the next attempt: they are merged into the next batch, so
  * memory grows with the keys and account-days counted during an outage, never with its requests.

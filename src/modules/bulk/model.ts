@@ -28,7 +28,7 @@ export const BulkCardsMeta = Type.Object({
 })
 
 // The spec lists month, quarter and year; `all` and `printing` are accepted too, as one card's
-// history takes them, because the public service's clients send them (DESIGN decision 14).
+// history takes them, because the public service's clients send them (docs/decisions.md "Compatibility superset").
 export const BulkHistoryQuery = QueryParams({
   ids: idsParam(MAX_BULK_HISTORY_IDS),
   range: Type.Optional(

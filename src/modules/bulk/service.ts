@@ -84,7 +84,7 @@ export async function bulkHistory(
   }
 }
 
-/** CSV export columns: DESIGN decision 12's price row, in its JSON order. */
+/** CSV export columns: docs/decisions.md "Card prices and card fields"'s price row, in its JSON order. */
 export const EXPORT_COLUMNS = [
   'card_id',
   'name',
@@ -185,7 +185,7 @@ function checkResolveItems(tier: Tier, items: number, field: string) {
 /**
  * What a resolve request costs: ceil(items × the tier's credit per item), judged before the body
  * is validated; a body the route will refuse (not a list, empty, over the tier's limit) costs 1,
- * like any refused request (DESIGN decision 5).
+ * like any refused request (docs/decisions.md "Quota accounting").
  */
 export function resolveCost(field: 'ids' | 'names') {
   return ({ body, tier }: { body: unknown; tier: Tier }) => {

@@ -102,7 +102,7 @@ export type Price = Static<typeof Price>
 export const MarketplacePrice = Type.Omit(Price, ['card_id', 'price_change_7d', 'price_change_30d'])
 export type MarketplacePrice = Static<typeof MarketplacePrice>
 
-/** The spec names id, name, foil_only and prices; the public service's clients read the rest of the Card too (DESIGN decision 14). */
+/** The spec names id, name, foil_only and prices; the public service's clients read the rest of the Card too (docs/decisions.md "Compatibility superset"). */
 export const MarketplaceCard = Type.Object(
   {
     ...Card.properties,
@@ -112,7 +112,7 @@ export const MarketplaceCard = Type.Object(
 )
 export type MarketplaceCard = Static<typeof MarketplaceCard>
 
-/** DESIGN decision 12: one row per card × printing (set prices, JSON export). */
+/** docs/decisions.md "Card prices and card fields": one row per card × printing (set prices, JSON export). */
 export const PriceRow = Type.Object({
   card_id: Id,
   name: Type.String(),
@@ -124,7 +124,7 @@ export const PriceRow = Type.Object({
 })
 export type PriceRow = Static<typeof PriceRow>
 
-/** DESIGN decision 12: a card's summary plus its primary printing's price (set cards, search). */
+/** docs/decisions.md "Card prices and card fields": a card's summary plus its primary printing's price (set cards, search). */
 export const CardWithPrice = Type.Object({
   id: Id,
   name: Type.String(),

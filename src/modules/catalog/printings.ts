@@ -12,7 +12,7 @@ export function foilOnly(printings: readonly string[]): 0 | 1 {
 
 
 /**
- * DESIGN decision 3's order of a card's printings, as the SQL `printingRank` orders them: the
+ * docs/decisions.md "Primary printing"'s order of a card's printings, as the SQL `printingRank` orders them: the
  * spec's order for the game kind (so Normal first wherever it exists), names the kind does not
  * list after those, by code point.
  */

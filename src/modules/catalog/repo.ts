@@ -96,7 +96,7 @@ export async function findSet(db: Database, id: number): Promise<SetDetailRecord
   return row
 }
 
-// DESIGN decision 3: a card's primary printing is Normal when it has one, else its first printing
+// docs/decisions.md "Primary printing": a card's primary printing is Normal when it has one, else its first printing
 // in the spec's order for its game kind, which is the order of PRINTINGS_BY_KIND (Normal leads
 // wherever it exists).
 const printingRank = sql`array_position(case ${games.kind} ${sql.join(
@@ -121,7 +121,7 @@ export const primaryPrice = (db: Executor) =>
     .limit(1)
     .as('primary_price')
 
-/** Columns of a card-with-price row (DESIGN decision 12); the query must join games, sets and primaryPrice. */
+/** Columns of a card-with-price row (docs/decisions.md "Card prices and card fields"); the query must join games, sets and primaryPrice. */
 export function cardWithPriceColumns(primary: ReturnType<typeof primaryPrice>) {
   return {
     id: cards.id,

@@ -39,7 +39,7 @@ export async function listGames(db: Database, page: Page) {
 
 /**
  * What `:slug` in `/v1/games/:slug` names: an all-digit value is the game's id (the public
- * service's clients ask `/v1/games/3`; DESIGN decision 14), anything else its slug. Undefined for
+ * service's clients ask `/v1/games/3`; docs/decisions.md "Compatibility superset"), anything else its slug. Undefined for
  * an id no game can have (beyond the column's range), which is simply not found.
  */
 export function gameRefOf(slugOrId: string): repo.GameRef | undefined {
@@ -55,7 +55,7 @@ export async function getGame(db: Database, slugOrId: string) {
   return { data: toGame(game) }
 }
 
-/** The game's sets, each with the game's id, name and slug (DESIGN decision 14) beside the spec's list fields. */
+/** The game's sets, each with the game's id, name and slug (docs/decisions.md "Compatibility superset") beside the spec's list fields. */
 export async function listGameSets(db: Database, slugOrId: string, page: Page) {
   const ref = gameRefOf(slugOrId)
   const found = ref && (await repo.findSetsPageOfGame(db, ref, page))
@@ -139,7 +139,7 @@ export function toPrice(row: PriceFields): Price {
   }
 }
 
-/** DESIGN decision 12's price row: a printing's Price within its card's identity. */
+/** docs/decisions.md "Card prices and card fields"'s price row: a printing's Price within its card's identity. */
 export function priceRowOf(
   card: { name: string; marketplaceId: number; productType: string; foilOnly: number; imageUrl: string },
   { card_id, ...price }: Price,

@@ -8,7 +8,7 @@ export const LISTING_CONDITIONS: readonly ListingCondition[] = [...CONDITIONS, S
 /** Rows at most this old are served without a refresh (spec, Rule 1). */
 export const FRESH_FOR_MS = 24 * 3_600_000
 
-/** Bulk condition prices take as many ids as bulk prices (DESIGN decision 17). */
+/** Bulk condition prices take as many ids as bulk prices (docs/decisions.md "Answers"). */
 export const MAX_BULK_CONDITION_IDS = 500
 
 const Money = (description = 'USD') => Type.Number({ description })
@@ -59,7 +59,7 @@ export const ConditionPricesQuery = QueryParams({
   ),
 })
 
-/** A bulk condition row: the row with the card's name and marketplace id (DESIGN decision 17). */
+/** A bulk condition row: the row with the card's name and marketplace id (docs/decisions.md "Answers"). */
 export const BulkConditionRow = Type.Object({
   ...ConditionPriceRow.properties,
   name: Type.String(),

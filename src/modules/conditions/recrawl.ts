@@ -22,7 +22,7 @@ export interface RecrawlOptions {
 }
 
 /**
- * The rolling re-crawl of the condition catalog (spec: Data refresh schedule; DESIGN decision 16):
+ * The rolling re-crawl of the condition catalog (spec: Data refresh schedule; docs/decisions.md "The schedule"):
  * refreshes up to `limit` cards, oldest refresh first (never refreshed first), popular games
  * first, one at a time and spaced evenly over `windowMs`, so the marketplace sees a bounded rate
  * whatever the size of the catalog. It takes each card's single-flight lock, so it never races a

@@ -61,7 +61,7 @@ class MarketplaceTimeout extends Error {
 
 const isFresh = (refreshedAt: Date, now: Date) => now.getTime() - refreshedAt.getTime() < FRESH_FOR_MS
 
-/** API order: the card's printings in DESIGN decision 3's order, conditions in the spec's, then language. */
+/** API order: the card's printings in docs/decisions.md "Primary printing"'s order, conditions in the spec's, then language. */
 function rowOrder(kind: string) {
   const byPrinting = printingOrder(kind)
   const conditionRank = (condition: string) => {

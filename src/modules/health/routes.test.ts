@@ -125,7 +125,7 @@ describe('API docs', async () => {
     expect(doc.components.schemas.Game.properties.last_synced_at).toBeDefined()
     expect(doc.components.schemas.Error).toBeDefined()
     const perPage = doc.paths['/v1/games'].get.parameters.find((p: any) => p.name === 'per_page')
-    // No maximum: a larger per_page is served as 100 (DESIGN decision 14), and the description says so.
+    // No maximum: a larger per_page is served as 100 (docs/decisions.md "Compatibility superset"), and the description says so.
     expect(perPage.schema).toMatchObject({ minimum: 1 })
     expect(perPage.schema.maximum).toBeUndefined()
     expect(perPage.schema.description ?? perPage.description).toContain('above 100 are served as 100')

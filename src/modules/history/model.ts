@@ -22,7 +22,7 @@ export type HistoryRow = Static<typeof HistoryRow>
 export const HISTORY_RANGES = ['month', 'quarter', 'year', 'all'] as const
 export type HistoryRange = (typeof HISTORY_RANGES)[number]
 
-/** Days each range asks for (DESIGN decision 6); null = everything. */
+/** Days each range asks for (docs/decisions.md "History window"); null = everything. */
 export const RANGE_DAYS: Readonly<Record<HistoryRange, number | null>> = { month: 30, quarter: 90, year: 365, all: null }
 
 export const CardIdParams = PathParams({

@@ -24,7 +24,7 @@ export interface HistoryWindow {
 }
 
 /**
- * The window of `GET /v1/cards/:id/history` (DESIGN decision 6). The range asks for a number of
+ * The window of `GET /v1/cards/:id/history` (docs/decisions.md "History window"). The range asks for a number of
  * days (month 30, quarter 90, year 365, all unlimited); the tier's `historyDays` caps it (Free 7,
  * Hobby 30, Starter 90, Pro and Business unlimited); the smaller one applies. An N-day window is
  * the N UTC dates ending with today, today included: [today − (N − 1), today], both ends
@@ -86,7 +86,7 @@ export async function getHistory(
   return { data, meta: { ...windowMeta(window), count: data.length } }
 }
 
-/** `meta`'s account of the window applied (DESIGN decision 6). */
+/** `meta`'s account of the window applied (docs/decisions.md "History window"). */
 export function windowMeta(window: HistoryWindow): Omit<HistoryMeta, 'count'> {
   return {
     range: window.range,

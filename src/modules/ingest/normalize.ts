@@ -7,7 +7,7 @@ import type { SourcePrice, SourceProduct } from './source'
 export const HISTORY_START = '2025-03-02'
 
 /**
- * How far back a seed fills history (DESIGN decision 15): one point a week from `weeklyFrom`, then
+ * How far back a seed fills history (docs/decisions.md "Demo source"): one point a week from `weeklyFrom`, then
  * every day for the last `dailyDays` days.
  */
 export interface BackfillPlan {

@@ -1,5 +1,5 @@
 /**
- * The marketplace as the sync pipeline sees it (DESIGN decision 13). Shapes follow the
+ * The marketplace as the sync pipeline sees it (docs/decisions.md "How prices arrive"). Shapes follow the
  * marketplace's own catalog: categories (games) → groups (sets) → products (cards and sealed
  * products), per-printing prices, daily sales and live listings by condition.
  *
@@ -20,7 +20,7 @@ export const CONDITIONS = [
 ] as const
 export type Condition = (typeof CONDITIONS)[number]
 
-/** Sealed products are sold in one condition (DESIGN decision 17). */
+/** Sealed products are sold in one condition (docs/decisions.md "Answers"). */
 export const SEALED_CONDITION = 'Unopened'
 export type ListingCondition = Condition | typeof SEALED_CONDITION
 

@@ -2,7 +2,7 @@ import { type Static, Type } from '@sinclair/typebox'
 import { Id, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
 import { PRODUCT_TYPES } from '../catalog/model'
 
-/** The spec's Bulk price row: one per card, from its primary printing (DESIGN decision 3). */
+/** The spec's Bulk price row: one per card, from its primary printing (docs/decisions.md "Primary printing"). */
 export const BulkPriceRow = Type.Object(
   {
     card_id: Id,
@@ -49,7 +49,7 @@ export const MAX_MOVERS = 50
 
 /**
  * The spec's Top mover row: one card × printing. The slugs, marketplace_id and last_updated_at go
- * beyond the spec: the public service's clients read them (DESIGN decision 14).
+ * beyond the spec: the public service's clients read them (docs/decisions.md "Compatibility superset").
  */
 export const TopMoverRow = Type.Object({
   card_id: Id,

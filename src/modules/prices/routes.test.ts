@@ -23,7 +23,7 @@ interface BulkRow {
   last_updated_at: string | null
 }
 
-/** Every card's Bulk price row by DESIGN decision 3, in SQL: the primary printing, and the first foil-type one. */
+/** Every card's Bulk price row by docs/decisions.md "Primary printing", in SQL: the primary printing, and the first foil-type one. */
 async function expectedBulkRows(): Promise<Map<number, BulkRow>> {
   const found = await rows<Omit<BulkRow, 'last_updated_at'> & { last_updated_at: Date | string | null }>(sql`
     select c.id as card_id, p.market_price, p.low_price, f.market_price as foil_market_price, p.price_change_24h, p.last_updated_at
@@ -385,7 +385,7 @@ describe('OpenAPI', () => {
     expect(doc.components.schemas.BulkPriceRow.required).toEqual(
       expect.arrayContaining(['card_id', 'market_price', 'low_price', 'foil_market_price', 'price_change_24h', 'last_updated_at']),
     )
-    // The spec's ten fields, and what the public service's clients also read (DESIGN decision 14).
+    // The spec's ten fields, and what the public service's clients also read (docs/decisions.md "Compatibility superset").
     expect(Object.keys(doc.components.schemas.TopMoverRow.properties).sort()).toEqual(
       [
         'card_id', 'foil_only', 'game_name', 'game_slug', 'image_url', 'last_updated_at', 'market_price', 'marketplace_id', 'name',

@@ -29,7 +29,7 @@ export function pricesRepeats(auth: AuthRuntime, snapshots: SnapshotStore): Reco
   return { '/v1/prices/top-movers': repeatedSnapshotAnswer(auth, snapshots, TOP_MOVERS_KEY) }
 }
 
-/** Price reads answered from the in-process snapshot: no database round trip (DESIGN section 5). */
+/** Price reads answered from the in-process snapshot: no database round trip (docs/decisions.md "The snapshot"). */
 export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
   return new Elysia({ name: 'prices-routes' })
     .use(models)

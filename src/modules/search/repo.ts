@@ -7,7 +7,7 @@ import type { Page } from '../../shared/model'
 import { cardWithPriceColumns, primaryPrice } from '../catalog/repo'
 import type { SearchFilter, SearchSort } from './model'
 
-// Matching (DESIGN decision 11). `cards.clean_name` is lowercase and accent-free (cleanName at sync
+// Matching (docs/decisions.md "Matching by words, then by corrected words"). `cards.clean_name` is lowercase and accent-free (cleanName at sync
 // time), and q went through the same function, so case, accents and punctuation never matter.
 //   - By words (full text, index cards_clean_name_fts_idx): every word of q is a prefix of a word
 //     of the name ("pika" → "pikachu", "trainer zoe" → "pokemon trainer zoe").

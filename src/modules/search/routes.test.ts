@@ -27,7 +27,7 @@ async function everyMatch(params: Record<string, string | number>): Promise<any[
   }
 }
 
-/** The card as stored, and its primary printing's price computed independently (DESIGN decision 3). */
+/** The card as stored, and its primary printing's price computed independently (docs/decisions.md "Primary printing"). */
 type StoredCard = {
   id: number
   name: string

@@ -19,7 +19,7 @@ export interface SnapshotCard {
   productType: TopMoverRow['product_type']
   foilOnly: number
   imageUrl: string
-  /** The spec's Price objects, primary printing first (DESIGN decision 3). */
+  /** The spec's Price objects, primary printing first (docs/decisions.md "Primary printing"). */
   prices: Price[]
 }
 
@@ -62,7 +62,7 @@ const compareToPosition = (price: Price, position: ChangePosition) =>
   byCodePoint(price.last_updated_at, position.at) || price.card_id - position.cardId || byCodePoint(price.printing, position.printing)
 
 /**
- * An immutable, in-process copy of every card's current prices (DESIGN sections 2 and 5), with
+ * An immutable, in-process copy of every card's current prices (docs/decisions.md "The snapshot"), with
  * each bulk row serialised and the movers pre-sorted, so bulk prices and top movers are lookups
  * and slices. A new one is built off the request path and swapped in whole (see store.ts); a
  * request holds the one it started with.

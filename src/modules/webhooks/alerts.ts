@@ -42,7 +42,7 @@ export interface AlertEvaluation {
 
 /**
  * Brings every active webhook's armed state in line with its card's current primary market price
- * (DESIGN decision 10): an armed webhook whose price reached its threshold (`above`: at or above,
+ * (docs/decisions.md "When an alert fires"): an armed webhook whose price reached its threshold (`above`: at or above,
  * `below`: at or below) fires, writing the alert to the outbox and disarming in one transaction;
  * a disarmed one whose price is back on the far side re-arms. Because it compares the state with
  * the committed price, not with a sync's before and after, running it again changes nothing, and

@@ -76,7 +76,7 @@ interface Claimed {
 }
 
 /**
- * The delivery worker of the webhook outbox (DESIGN decision 10), run on the leader. It claims due
+ * The delivery worker of the webhook outbox (docs/decisions.md "When an alert fires"), run on the leader. It claims due
  * entries in one short statement (`FOR UPDATE SKIP LOCKED`) that moves each entry's
  * `next_attempt_at` past its attempt's bound, so no lock or transaction is held during HTTP, and
  * an attempt whose worker died is retried once its claim lapses: delivery is at least once, with

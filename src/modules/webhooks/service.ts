@@ -14,7 +14,7 @@ import type { WebhookSettings } from './settings'
 import { newEventId, newSigningSecret } from './signing'
 import { checkTargetAtCreation, RefusedTarget } from './target-guard'
 
-/** DESIGN decision 10. */
+/** docs/decisions.md "When an alert fires". */
 export const MAX_WEBHOOKS = 25
 
 /** Test pings make outbound requests on demand: at most this many per account in a window. */
