@@ -41,6 +41,11 @@ const BENCHES: Bench[] = [
   { name: 'catalog-keyed', catalog: '`large` (BENCH_LARGE_DATABASE_URL)', redis: true },
   { name: 'sync', catalog: '`large`, seeded into its own database every run and dropped (BENCH_SYNC_DATABASE_URL)', redis: false },
   {
+    name: 'tcgcsv-sync',
+    catalog: 'none: the `large` fake TCGCSV mirror in its own process, loaded into its own database every run and dropped (BENCH_TCGCSV_DATABASE_URL)',
+    redis: false,
+  },
+  {
     name: 'webhook-alerts',
     catalog: '`large`, seeded into its own database every run and dropped, unless BENCH_WEBHOOK_DATABASE_URL names one to keep',
     redis: false,

@@ -10,7 +10,6 @@
  * the time is the sync's whole cost, generating the demo marketplace's data included. Peak RSS is
  * the kernel's high-water mark (VmHWM), reset before each phase. Exits 1 if a budget fails.
  */
-import { readFileSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
 import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
@@ -23,6 +22,7 @@ import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
 import { addDays, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { machineCpuSeconds, postgresCpuSeconds } from './database'
+import { memoryMb, resetPeak } from './memory'
 import { type BudgetRow, reportBudgets } from './report'
 import { clockWithWall } from '../src/shared/clock'
 
@@ -39,20 +39,6 @@ const today = utcDate(new Date())
 const seedInstant = new Date(`${addDays(today, -1)}T12:00:00.000Z`)
 const syncInstant = new Date(`${today}T12:00:00.000Z`)
 
-function status(field: 'VmHWM' | 'VmRSS'): number {
-  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))
-  return match ? Number(match[1]) / 1024 : Number.NaN
-}
-
-/** Starts a phase's peak: the kernel resets VmHWM to the current RSS on "5" (Linux ≥ 4.0). */
-function resetPeak(): void {
-  Bun.gc(true)
-  try {
-    writeFileSync('/proc/self/clear_refs', '5')
-  } catch {
-    // Without it the peak is the process's so far, which only overstates the phase's.
-  }
-}
 
 /** CPU seconds so far: the whole machine's busy time, this process's, and every PostgreSQL process's. */
 function cpuSeconds(): { machine: number; self: number; postgres: number } {
@@ -76,7 +62,7 @@ async function phase<T>(name: string, run: () => Promise<T>): Promise<Phase<T>> 
   const value = await run()
   const seconds = (performance.now() - started) / 1000
   const after = cpuSeconds()
-  const peakMb = status('VmHWM')
+  const peakMb = memoryMb('self', 'VmHWM')
   const self = after.self - before.self
   const postgres = after.postgres - before.postgres
   const cpu = { self, postgres, others: Math.max(0, after.machine - before.machine - self - postgres) }
@@ -139,7 +125,7 @@ try {
   const snapshotStarted = performance.now()
   const snapshot = PriceSnapshot.build(await loadSnapshotSource(database.db), syncInstant)
   const snapshotSeconds = (performance.now() - snapshotStarted) / 1000
-  const syncPeakMb = status('VmHWM')
+  const syncPeakMb = memoryMb('self', 'VmHWM')
   const [sizes] = await selectRows<{ history: string }>(database.db, sql`select pg_size_pretty(pg_total_relation_size('price_history')) as history`)
 
   const syncTotal = sync.seconds + snapshotSeconds

@@ -8,6 +8,7 @@ import { createDeps } from './deps'
 import { formatJobStatuses, jobStatuses } from './jobs/report'
 import { MANUAL_SYNC_JOB } from './jobs/runs'
 import { runSyncJob } from './jobs/sync-job'
+import { claimCatalog } from './modules/ingest/catalog-source'
 import { seedCatalog, syncCatalog } from './modules/ingest/seed'
 import { publishSnapshotChanged } from './modules/snapshot/store'
 import { isCatalogEmpty, wipeCatalog } from './modules/ingest/service'
@@ -18,13 +19,15 @@ const USAGE = `Usage: bun src/cli.ts <command> [options]
 
 Commands:
   migrate                         apply pending database migrations
-  seed [--scale S] [--fresh]      fill an empty catalog with generated demo data
-                                  (S: ${DEMO_SCALES.join(' | ')}; default DEMO_SCALE).
-                                  --fresh first wipes catalog, prices, history and webhooks
-                                  (accounts and keys are kept)
+  seed [--scale S] [--fresh]      fill an empty catalog from MARKETPLACE_SOURCE (default the
+                                  demo source: generated data of size S: ${DEMO_SCALES.join(' | ')};
+                                  default DEMO_SCALE). --fresh first wipes catalog, prices,
+                                  history and webhooks (accounts and keys are kept): the way to
+                                  switch a filled catalog to another source
   sync [--game slug]...           sync today's prices for every game, or the named ones, now
                                   (recorded as a manual-sync run; nodes rebuild their snapshot
-                                  and the changed prices go to alert evaluation)
+                                  and the changed prices go to alert evaluation). Refused on a
+                                  catalog another source filled
   jobs                            list the scheduled jobs: schedule, next run (UTC and
                                   America/New_York) and last outcome
   account:create --email E --password P [--tier T]
@@ -84,6 +87,10 @@ async function main(argv: string[]) {
   }
 
   const config = loadConfig()
+  if (scale !== undefined && config.marketplaceSource !== 'demo') {
+    console.error(`--scale sizes the demo catalog, but MARKETPLACE_SOURCE is ${config.marketplaceSource}: drop --scale, or seed with MARKETPLACE_SOURCE=demo`)
+    return 2
+  }
   const deps = await createDeps(config, {}, { statementTimeout: false })
   try {
     await deps.database.migrate()
@@ -91,6 +98,8 @@ async function main(argv: string[]) {
       const source = scale ? createDemoSource({ scale, now: () => deps.clock.now() }) : deps.source
       if (values.fresh) await wipeCatalog(deps.db)
       else if (!(await isCatalogEmpty(deps.db))) {
+        // A catalog of another source is refused naming both; one of this source only needs a sync.
+        await claimCatalog(deps.db, source.name, deps.clock.now())
         console.error('The catalog already has data: use `seed --fresh` to replace it, or `sync` to update it.')
         return 1
       }

@@ -1,5 +1,17 @@
 import { describe, expect, test } from 'bun:test'
-import { ConfigError, loadConfig } from './config'
+import { ConfigError, DEFAULT_USER_AGENT, loadConfig } from './config'
+import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv'
+
+/** The ConfigError's lines (after its heading), or [] when the environment is accepted. */
+function refusals(env: Record<string, string>): string[] {
+  try {
+    loadConfig(env)
+    return []
+  } catch (caught) {
+    expect(caught).toBeInstanceOf(ConfigError)
+    return (caught as Error).message.split('\n').slice(1).map((line) => line.trim())
+  }
+}
 
 describe('loadConfig', () => {
   test('defaults describe the embedded, single-node setup', () => {
@@ -15,8 +27,14 @@ describe('loadConfig', () => {
       requestTimeoutSeconds: 10,
       databaseConnectTimeoutSeconds: 3,
       databaseStatementTimeoutSeconds: 5,
+      marketplaceSource: 'demo',
       marketplaceUrl: undefined,
       marketplaceTimeoutMs: 2_000,
+      marketplaceCategories: undefined,
+      marketplacePacingMs: 100,
+      marketplaceDailyRequests: 9_000,
+      marketplaceUserAgent: DEFAULT_USER_AGENT,
+      demoData: true,
       jobsEnabled: true,
       leaderRetrySeconds: 5,
       conditionRecrawlPerMinute: 120,
@@ -50,7 +68,8 @@ describe('loadConfig', () => {
     })
     expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', databaseUrl: 'postgres://u@db:5432/tcg', redisUrl: 'redis://cache:6379', logLevel: 'debug', demoScale: 'large' })
     expect(config).toMatchObject({ maxBodyBytes: 2_097_152, requestTimeoutSeconds: 30, databaseConnectTimeoutSeconds: 2, databaseStatementTimeoutSeconds: 15 })
-    expect(config).toMatchObject({ marketplaceUrl: 'https://marketplace.example/api', marketplaceTimeoutMs: 500, jobsEnabled: false, leaderRetrySeconds: 2, conditionRecrawlPerMinute: 0 })
+    expect(config).toMatchObject({ marketplaceSource: 'http', marketplaceUrl: 'https://marketplace.example/api', marketplaceTimeoutMs: 500 })
+    expect(config).toMatchObject({ jobsEnabled: false, leaderRetrySeconds: 2, conditionRecrawlPerMinute: 0 })
     expect(config).toMatchObject({ webhookSecretKey: 'q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=', webhookAllowPrivateTargets: true })
     expect(Object.isFrozen(config)).toBe(true)
   })
@@ -123,5 +142,103 @@ describe('loadConfig', () => {
     for (const [value, secure] of [['true', true], ['1', true], ['false', false], ['0', false]] as const) {
       expect(loadConfig({ COOKIE_SECURE: value }).cookieSecure).toBe(secure)
     }
+  })
+})
+
+describe('choosing the marketplace source', () => {
+  test('demo by default; MARKETPLACE_URL alone means http, as before MARKETPLACE_SOURCE existed', () => {
+    expect(loadConfig({})).toMatchObject({ marketplaceSource: 'demo', marketplaceUrl: undefined })
+    expect(loadConfig({ MARKETPLACE_URL: 'http://127.0.0.1:4100' })).toMatchObject({ marketplaceSource: 'http', marketplaceUrl: 'http://127.0.0.1:4100', marketplaceTimeoutMs: 2_000 })
+    expect(loadConfig({ MARKETPLACE_SOURCE: 'http', MARKETPLACE_URL: 'https://m.example' })).toMatchObject({ marketplaceSource: 'http', marketplaceUrl: 'https://m.example' })
+    // An empty variable is an unset one (as an env file or a compose file leaves it).
+    expect(loadConfig({ MARKETPLACE_URL: '' }).marketplaceSource).toBe('demo')
+  })
+
+  test('tcgcsv reads the public mirror unless MARKETPLACE_URL names another, with a 30 s timeout and the mirror settings', () => {
+    expect(loadConfig({ MARKETPLACE_SOURCE: 'tcgcsv' })).toMatchObject({
+      marketplaceSource: 'tcgcsv',
+      marketplaceUrl: TCGCSV_URL,
+      marketplaceTimeoutMs: 30_000,
+      marketplaceCategories: undefined,
+      marketplacePacingMs: 100,
+      marketplaceDailyRequests: 9_000,
+      marketplaceUserAgent: DEFAULT_USER_AGENT,
+    })
+    expect(
+      loadConfig({
+        MARKETPLACE_SOURCE: 'tcgcsv',
+        MARKETPLACE_URL: 'http://127.0.0.1:4200/mirror',
+        MARKETPLACE_TIMEOUT_MS: '45000',
+        MARKETPLACE_CATEGORIES: '3, 1,68,3',
+        MARKETPLACE_PACING_MS: '0',
+        MARKETPLACE_DAILY_REQUESTS: '500',
+        MARKETPLACE_USER_AGENT: 'card-shop-prices/2.1 (ops@shop.example)',
+      }),
+    ).toMatchObject({
+      marketplaceUrl: 'http://127.0.0.1:4200/mirror',
+      marketplaceTimeoutMs: 45_000,
+      marketplaceCategories: [3, 1, 68],
+      marketplacePacingMs: 0,
+      marketplaceDailyRequests: 500,
+      marketplaceUserAgent: 'card-shop-prices/2.1 (ops@shop.example)',
+    })
+  })
+
+  test('the default User-Agent names this service and its version, never a generic client', () => {
+    expect(DEFAULT_USER_AGENT).toMatch(/^tcg-price-api\/\d+\.\d+\.\d+ \(.+\)$/)
+  })
+
+  test('DEMO_DATA defaults to on in embedded mode and off with DATABASE_URL; either can be said outright', () => {
+    expect(loadConfig({}).demoData).toBe(true)
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db/tcg' }).demoData).toBe(false)
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db/tcg', DEMO_DATA: 'true' }).demoData).toBe(true)
+    expect(loadConfig({ DEMO_DATA: 'false' }).demoData).toBe(false)
+    expect(loadConfig({ MARKETPLACE_SOURCE: 'tcgcsv', DEMO_DATA: 'false' }).demoData).toBe(false)
+  })
+
+  test('a source contradicted by another variable is refused, saying which variable to drop or set', () => {
+    expect(refusals({ MARKETPLACE_SOURCE: 'http' })).toEqual([
+      'MARKETPLACE_URL: must be set when MARKETPLACE_SOURCE is http (the marketplace speaking the protocol of src/modules/ingest/sources/serve.ts)',
+    ])
+    expect(refusals({ MARKETPLACE_SOURCE: 'demo', MARKETPLACE_URL: 'https://user:secret@m.example' })).toEqual([
+      'MARKETPLACE_URL: the demo source reads no URL; drop MARKETPLACE_URL, or set MARKETPLACE_SOURCE to http or tcgcsv',
+    ])
+    expect(refusals({ MARKETPLACE_URL: 'https://m.example', MARKETPLACE_CATEGORIES: '1' })).toEqual([
+      'MARKETPLACE_CATEGORIES: only the tcgcsv source takes it, and MARKETPLACE_SOURCE is http; drop it',
+    ])
+    expect(refusals({ MARKETPLACE_CATEGORIES: '1' })).toEqual(['MARKETPLACE_CATEGORIES: only the tcgcsv source takes it, and MARKETPLACE_SOURCE is demo; drop it'])
+    expect(refusals({ MARKETPLACE_SOURCE: 'tcgcsv', DEMO_DATA: 'true' })).toEqual([
+      'DEMO_DATA=true: asks for generated demo data, but MARKETPLACE_SOURCE is tcgcsv; drop DEMO_DATA',
+    ])
+    // The mirror's pacing, budget and agent are tuning, harmless under another source.
+    expect(refusals({ MARKETPLACE_PACING_MS: '50', MARKETPLACE_DAILY_REQUESTS: '10', MARKETPLACE_USER_AGENT: 'x/1' })).toEqual([])
+  })
+
+  test('the URL is never echoed in a refusal: it may carry credentials', () => {
+    expect(refusals({ MARKETPLACE_SOURCE: 'demo', MARKETPLACE_URL: 'https://user:secret@m.example' }).join('\n')).not.toContain('secret')
+  })
+
+  test('each new variable out of its range or form is refused with what it accepts, all at once', () => {
+    expect(
+      refusals({
+        MARKETPLACE_SOURCE: 'tcgplayer',
+        MARKETPLACE_TIMEOUT_MS: '10',
+        MARKETPLACE_CATEGORIES: '1,0,x',
+        MARKETPLACE_PACING_MS: '10001',
+        MARKETPLACE_DAILY_REQUESTS: '0',
+        MARKETPLACE_USER_AGENT: 'bad\u0007agent',
+        DEMO_DATA: 'maybe',
+      }),
+    ).toEqual([
+      'MARKETPLACE_SOURCE="tcgplayer": must be one of: demo, tcgcsv, http',
+      'MARKETPLACE_TIMEOUT_MS="10": must be an integer from 50 to 60000',
+      'MARKETPLACE_CATEGORIES="1,0,x": must be positive category ids separated by commas, e.g. 1,3,68',
+      'MARKETPLACE_PACING_MS="10001": must be an integer from 0 to 10000',
+      'MARKETPLACE_DAILY_REQUESTS="0": must be an integer from 1 to 1000000',
+      'MARKETPLACE_USER_AGENT="bad\\u0007agent": must be 1 to 256 printable ASCII characters naming this client, e.g. my-shop-prices/1.0 (ops@example.com)',
+      'DEMO_DATA="maybe": must be true or false',
+    ])
+    expect(refusals({ MARKETPLACE_DAILY_REQUESTS: '1000001' })).toEqual(['MARKETPLACE_DAILY_REQUESTS="1000001": must be an integer from 1 to 1000000'])
+    expect(refusals({ MARKETPLACE_USER_AGENT: 'a'.repeat(257) })[0]).toStartWith('MARKETPLACE_USER_AGENT=')
   })
 })

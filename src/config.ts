@@ -1,7 +1,19 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import packageJson from '../package.json' with { type: 'json' }
+import { SOURCE_NAMES, type SourceName } from './modules/ingest/source'
 import { DEMO_SCALES } from './modules/ingest/sources/demo'
+import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv'
 import { describeExpectation } from './shared/expectation'
+
+/**
+ * Sent to the marketplace unless MARKETPLACE_USER_AGENT says otherwise: the TCGCSV mirror refuses
+ * generic agents (docs/decisions.md "Choosing the source"). An operator adds a contact by setting it.
+ */
+export const DEFAULT_USER_AGENT = `${packageJson.name}/${packageJson.version} (self-hosted trading card price API)`
+
+/** Per source: the longest one marketplace request may take. tcgcsv's product lists run to megabytes. */
+const DEFAULT_TIMEOUT_MS: Record<SourceName, number> = { demo: 2_000, http: 2_000, tcgcsv: 30_000 }
 
 /**
  * The whole environment, parsed once at start (STYLE 9): nothing else reads `process.env`.
@@ -24,8 +36,23 @@ const Env = Type.Object({
   REQUEST_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 255, default: 10 }),
   DATABASE_CONNECT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 3 }),
   DATABASE_STATEMENT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 600, default: 5 }),
+  MARKETPLACE_SOURCE: Type.Optional(Type.Union(SOURCE_NAMES.map((name) => Type.Literal(name)))),
   MARKETPLACE_URL: Type.Optional(Type.String({ pattern: '^https?://', expected: 'must be an http:// or https:// URL' })),
-  MARKETPLACE_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 60_000, default: 2_000 }),
+  MARKETPLACE_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 50, maximum: 60_000 })),
+  MARKETPLACE_CATEGORIES: Type.Optional(
+    Type.String({
+      pattern: '^ *[1-9][0-9]{0,8} *(, *[1-9][0-9]{0,8} *)*$',
+      expected: 'must be positive category ids separated by commas, e.g. 1,3,68',
+    }),
+  ),
+  MARKETPLACE_PACING_MS: Type.Integer({ minimum: 0, maximum: 10_000, default: 100 }),
+  MARKETPLACE_DAILY_REQUESTS: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 9_000 }),
+  MARKETPLACE_USER_AGENT: Type.String({
+    pattern: '^[\\x20-\\x7E]{1,256}$',
+    default: DEFAULT_USER_AGENT,
+    expected: 'must be 1 to 256 printable ASCII characters naming this client, e.g. my-shop-prices/1.0 (ops@example.com)',
+  }),
+  DEMO_DATA: Type.Optional(Type.Boolean()),
   JOBS_ENABLED: Type.Boolean({ default: true }),
   LEADER_RETRY_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 5 }),
   CONDITION_RECRAWL_PER_MINUTE: Type.Integer({ minimum: 0, maximum: 60_000, default: 120 }),
@@ -69,10 +96,28 @@ export interface Config {
   /** PostgreSQL: how long to wait for a connection, and for one statement of a request. */
   databaseConnectTimeoutSeconds: number
   databaseStatementTimeoutSeconds: number
-  /** The marketplace's HTTP API; the built-in demo marketplace when unset. */
+  /**
+   * Where catalog and prices come from: the built-in `demo` generator, the `tcgcsv` mirror of the
+   * public TCGplayer catalog, or a marketplace speaking the service's own `http` protocol.
+   */
+  marketplaceSource: SourceName
+  /** http: the marketplace's URL; tcgcsv: the mirror's (TCGCSV_URL unless set); demo: undefined. */
   marketplaceUrl: string | undefined
-  /** How long one marketplace request may take before it counts as failed. */
+  /** How long one marketplace request may take before it counts as failed (default 2 s; tcgcsv 30 s). */
   marketplaceTimeoutMs: number
+  /** tcgcsv: the categories synced; undefined for every category the source supports. */
+  marketplaceCategories: number[] | undefined
+  /** tcgcsv: the least time between the starts of two requests to the mirror. */
+  marketplacePacingMs: number
+  /** tcgcsv: requests allowed per UTC day, below the mirror's own limit. */
+  marketplaceDailyRequests: number
+  /** tcgcsv: the User-Agent sent on every request. */
+  marketplaceUserAgent: string
+  /**
+   * Whether a start with the demo source fills an empty catalog with generated data: by default
+   * in embedded mode only, so invented prices never land in a DATABASE_URL database unasked.
+   */
+  demoData: boolean
   /** Whether this node competes to lead the scheduled jobs (syncs, re-crawl); API-only nodes set false. */
   jobsEnabled: boolean
   /** How often a node that does not lead tries to take the leader lock. */
@@ -118,10 +163,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const shown = schema.secret && typeof raw[name] === 'string' ? `(${raw[name].length} characters, not shown)` : JSON.stringify(raw[name])
     problems.set(name, `${name || '(root)'}=${shown}: ${expected}`)
   }
+  const parsed = converted as Static<typeof Env>
+  if (!problems.has('MARKETPLACE_SOURCE')) {
+    for (const [name, problem] of sourceProblems(parsed)) if (!problems.has(name)) problems.set(name, problem)
+  }
   if (problems.size > 0) {
     throw new ConfigError(`Invalid environment:\n  ${[...problems.values()].join('\n  ')}`)
   }
-  const parsed = converted as Static<typeof Env>
+  const source = marketplaceSourceOf(parsed)
   return Object.freeze({
     port: parsed.PORT,
     host: parsed.HOST,
@@ -134,8 +183,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     requestTimeoutSeconds: parsed.REQUEST_TIMEOUT_SECONDS,
     databaseConnectTimeoutSeconds: parsed.DATABASE_CONNECT_TIMEOUT_SECONDS,
     databaseStatementTimeoutSeconds: parsed.DATABASE_STATEMENT_TIMEOUT_SECONDS,
-    marketplaceUrl: parsed.MARKETPLACE_URL,
-    marketplaceTimeoutMs: parsed.MARKETPLACE_TIMEOUT_MS,
+    marketplaceSource: source,
+    marketplaceUrl: source === 'tcgcsv' ? (parsed.MARKETPLACE_URL ?? TCGCSV_URL) : parsed.MARKETPLACE_URL,
+    marketplaceTimeoutMs: parsed.MARKETPLACE_TIMEOUT_MS ?? DEFAULT_TIMEOUT_MS[source],
+    marketplaceCategories: parsed.MARKETPLACE_CATEGORIES === undefined ? undefined : [...new Set(parsed.MARKETPLACE_CATEGORIES.split(',').map(Number))],
+    marketplacePacingMs: parsed.MARKETPLACE_PACING_MS,
+    marketplaceDailyRequests: parsed.MARKETPLACE_DAILY_REQUESTS,
+    marketplaceUserAgent: parsed.MARKETPLACE_USER_AGENT,
+    demoData: parsed.DEMO_DATA ?? parsed.DATABASE_URL === undefined,
     jobsEnabled: parsed.JOBS_ENABLED,
     leaderRetrySeconds: parsed.LEADER_RETRY_SECONDS,
     conditionRecrawlPerMinute: parsed.CONDITION_RECRAWL_PER_MINUTE,
@@ -144,4 +199,29 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: parsed.LOG_LEVEL as LogLevel,
     demoScale: parsed.DEMO_SCALE,
   })
+}
+
+/** MARKETPLACE_SOURCE, or `http` where only MARKETPLACE_URL is set (how deployments chose it before the variable existed). */
+function marketplaceSourceOf(env: Static<typeof Env>): SourceName {
+  return (env.MARKETPLACE_SOURCE as SourceName | undefined) ?? (env.MARKETPLACE_URL ? 'http' : 'demo')
+}
+
+/** The variables that contradict the chosen source, each with what to change. */
+function sourceProblems(env: Static<typeof Env>): [string, string][] {
+  const source = marketplaceSourceOf(env)
+  const problems: [string, string][] = []
+  if (source === 'http' && !env.MARKETPLACE_URL) {
+    problems.push(['MARKETPLACE_URL', 'MARKETPLACE_URL: must be set when MARKETPLACE_SOURCE is http (the marketplace speaking the protocol of src/modules/ingest/sources/serve.ts)'])
+  }
+  // The URL is not echoed: it may carry credentials.
+  if (source === 'demo' && env.MARKETPLACE_URL) {
+    problems.push(['MARKETPLACE_URL', 'MARKETPLACE_URL: the demo source reads no URL; drop MARKETPLACE_URL, or set MARKETPLACE_SOURCE to http or tcgcsv'])
+  }
+  if (source !== 'tcgcsv' && env.MARKETPLACE_CATEGORIES !== undefined) {
+    problems.push(['MARKETPLACE_CATEGORIES', `MARKETPLACE_CATEGORIES: only the tcgcsv source takes it, and MARKETPLACE_SOURCE is ${source}; drop it`])
+  }
+  if (source !== 'demo' && env.DEMO_DATA === true) {
+    problems.push(['DEMO_DATA', `DEMO_DATA=true: asks for generated demo data, but MARKETPLACE_SOURCE is ${source}; drop DEMO_DATA`])
+  }
+  return problems
 }

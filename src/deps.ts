@@ -3,6 +3,7 @@ import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { createDemoSource } from './modules/ingest/sources/demo'
 import { createHttpSource } from './modules/ingest/sources/http'
+import { createTcgcsvSource, TCGCSV_URL } from './modules/ingest/sources/tcgcsv'
 import type { MarketplaceSource } from './modules/ingest/source'
 import { type Clock, systemClock } from './shared/clock'
 import { createLogger, type Logger } from './shared/logger'
@@ -65,14 +66,13 @@ export async function createDeps(
     logger.info('REDIS_URL is not set: counters live in this process (single node only)')
   }
   logger.info({ driver: database.driver }, database.driver === 'pglite' ? `embedded database in ${config.dataDir}` : 'using PostgreSQL')
-  // The URL itself is not logged: it may carry credentials.
-  if (!overrides.source) logger.info(config.marketplaceUrl ? 'marketplace: MARKETPLACE_URL over HTTP' : `marketplace: built-in demo (${config.demoScale})`)
+  if (!overrides.source) logger.info(sourceDescription(config))
   return {
     config,
     db: database.db,
     database,
     redis,
-    source: overrides.source ?? marketplaceSource(config, clock),
+    source: overrides.source ?? marketplaceSource(config, { db: database.db, clock, logger }),
     clock,
     logger,
     async close() {
@@ -82,8 +82,32 @@ export async function createDeps(
   }
 }
 
-/** The marketplace at MARKETPLACE_URL when set, else the built-in demo marketplace on the service's clock. */
-export function marketplaceSource(config: Readonly<Config>, clock: Clock): MarketplaceSource {
-  if (config.marketplaceUrl) return createHttpSource({ url: config.marketplaceUrl, timeoutMs: config.marketplaceTimeoutMs, clock })
-  return createDemoSource({ scale: config.demoScale, now: () => clock.now() })
+/** What the start log says of the source. A URL other than the public mirror's is not logged: it may carry credentials. */
+function sourceDescription(config: Readonly<Config>): string {
+  if (config.marketplaceSource === 'demo') return `marketplace: built-in demo (${config.demoScale}), generated data`
+  if (config.marketplaceSource === 'http') return 'marketplace: MARKETPLACE_URL over the http protocol'
+  const where = config.marketplaceUrl === TCGCSV_URL ? TCGCSV_URL : 'the mirror at MARKETPLACE_URL'
+  const categories = config.marketplaceCategories ? `categories ${config.marketplaceCategories.join(', ')}` : 'every supported category'
+  return `marketplace: tcgcsv from ${where}, ${categories}`
+}
+
+/** The configured marketplace source (MARKETPLACE_SOURCE) on the service's clock; tcgcsv counts its requests in the database. */
+export function marketplaceSource(config: Readonly<Config>, deps: Pick<Deps, 'db' | 'clock' | 'logger'>): MarketplaceSource {
+  const { clock } = deps
+  switch (config.marketplaceSource) {
+    case 'demo':
+      return createDemoSource({ scale: config.demoScale, now: () => clock.now() })
+    case 'http':
+      return createHttpSource({ url: config.marketplaceUrl!, timeoutMs: config.marketplaceTimeoutMs, clock })
+    case 'tcgcsv':
+      return createTcgcsvSource({
+        url: config.marketplaceUrl!,
+        categories: config.marketplaceCategories,
+        timeoutMs: config.marketplaceTimeoutMs,
+        pacingMs: config.marketplacePacingMs,
+        dailyRequests: config.marketplaceDailyRequests,
+        userAgent: config.marketplaceUserAgent,
+        ...deps,
+      })
+  }
 }

@@ -3,8 +3,7 @@ import { ConfigError, loadConfig } from './config'
 import { createDeps } from './deps'
 import { createScheduler } from './jobs/scheduler'
 import { createDemoAccountIfNone, DEMO_TIER, demoBanner, keyHint } from './modules/auth/demo-account'
-import { seedCatalog } from './modules/ingest/seed'
-import { isCatalogEmpty } from './modules/ingest/service'
+import { prepareCatalog } from './modules/ingest/seed'
 import { catchUpAlerts, webhookAlertHook } from './modules/webhooks/alerts'
 import { createDeliveryWorker } from './modules/webhooks/delivery'
 import { loadSecretBox } from './modules/webhooks/secret-box'
@@ -20,10 +19,11 @@ async function main() {
   })
   const webhooks: WebhookSettings = { secrets, targets: { allowPrivateTargets: config.webhookAllowPrivateTargets } }
   await deps.database.migrate()
-  if (await isCatalogEmpty(deps.db)) {
-    deps.logger.info({ scale: config.demoScale }, 'empty catalog: seeding generated demo data (not real market data)')
-    await seedCatalog(deps)
-  }
+  // A catalog of another source is refused (a ConfigError: printed without a stack), the database closed first.
+  const catalog = await prepareCatalog(deps, { demoData: config.demoData }).catch(async (error: Error) => {
+    await deps.close()
+    throw error
+  })
   // Built before the app (its /ready says whether this node leads), started after listen: tests
   // build the app in-process and must never run jobs.
   const scheduler = createScheduler(deps, {
@@ -55,7 +55,8 @@ async function main() {
     }
   }
   deps.logger.info({ url }, 'listening; API docs at /docs')
-  scheduler.start()
+  // A scheduled sync would fill the catalog the start chose to leave empty.
+  if (catalog !== 'left-empty') scheduler.start()
   worker.start()
 
   let stopping = false

@@ -33,7 +33,7 @@ export async function startJobRun(
 export async function finishJobRun(
   db: Executor,
   id: number,
-  result: { outcome: 'succeeded' | 'failed'; games?: string[]; rowsChanged?: number; error?: string; now: Date },
+  result: { outcome: 'succeeded' | 'failed'; games?: string[]; rowsChanged?: number; rowsSkipped?: number; error?: string; now: Date },
 ): Promise<void> {
   await db
     .update(jobRuns)
@@ -41,6 +41,7 @@ export async function finishJobRun(
       outcome: result.outcome,
       ...(result.games && { games: result.games }),
       rowsChanged: result.rowsChanged ?? null,
+      rowsSkipped: result.rowsSkipped ?? null,
       error: result.error ?? null,
       finishedAt: result.now,
     })

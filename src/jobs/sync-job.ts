@@ -44,19 +44,22 @@ export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Pr
     throw error
   }
   const { changes } = summary
-  const failed = summary.games.filter((game) => game.status === 'failed')
+  // A game synced in part counts as failed here: the run did not bring every price up to date.
+  const failed = summary.games.filter((game) => game.status !== 'succeeded')
+  const rowsSkipped = summary.games.reduce((sum, game) => sum + (game.stats?.rows_skipped ?? 0), 0)
   await finishJobRun(db, runId, {
     outcome: failed.length > 0 ? 'failed' : 'succeeded',
     games: summary.games.map((game) => game.slug),
     rowsChanged: changes.length,
+    rowsSkipped,
     error: failed.length > 0 ? failed.map((game) => `${game.slug}: ${game.error}`).join('; ') : undefined,
     now: clock.now(),
   })
   logger.info(
-    { job: request.job, runId, games: summary.games.length, failed: failed.length, changes: changes.length },
-    failed.length > 0 ? 'sync run finished with failed games (their previous data is kept)' : 'sync run succeeded',
+    { job: request.job, runId, games: summary.games.length, failed: summary.failed, partial: summary.partial, changes: changes.length, rowsSkipped },
+    failed.length > 0 ? 'sync run finished with failed or partly synced games (what failed keeps its previous data)' : 'sync run succeeded',
   )
-  if (failed.length < summary.games.length) {
+  if (summary.games.some((game) => game.stats)) {
     if (deps.refreshSnapshot) {
       await deps.refreshSnapshot().catch((error) => logger.error({ err: error }, 'rebuilding the price snapshot after a sync failed'))
     }

@@ -13,12 +13,13 @@ import { SIGNUP_THROTTLE } from '../../src/modules/auth/login-throttle'
 import { TIER_POLICY, type Tier, TIERS } from '../../src/modules/auth/tiers'
 import { utcDate } from '../../src/shared/clock'
 import { accountWithKey, type TestAccount, testRedis } from '../helpers/auth'
-import { freshDatabase, selectRows, testLogger } from '../helpers/db'
+import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../helpers/db'
 import { TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { startServer } from '../helpers/server'
 import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { startFakeMarketplace } from '../fixtures/fake-marketplace'
 import { testClock, tinySource } from '../helpers/db'
+import { declaredSource, NO_LISTINGS } from '../helpers/sources'
 import { testWebhookSettings } from '../helpers/webhooks'
 import { startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { MAX_WEBHOOKS, PING_LIMIT } from '../../src/modules/webhooks/service'
@@ -33,6 +34,41 @@ import { systemResolver } from '../../src/modules/webhooks/target-guard'
 type Json = any
 
 const database = await freshDatabase('seeded')
+
+const [fixture] = await selectRows<{ game_slug: string; set_id: number; card_id: number; marketplace_id: number; card_name: string }>(
+  database.db,
+  sql`select g.slug as game_slug, c.set_id, c.id as card_id, c.marketplace_id, c.name as card_name
+      from cards c join games g on g.id = c.game_id join card_prices cp on cp.card_id = c.id
+      group by g.slug, c.set_id, c.id having count(*) > 1 order by c.id limit 1`,
+)
+const { game_slug: gameSlug, set_id: setId, card_id: cardId, marketplace_id: marketplaceId, card_name: cardName } = fixture!
+// The next priced card: asked for beside the fixture card in bulk prices.
+const [{ id: unsoldCardId }] = (await selectRows<{ id: number }>(database.db, sql`select min(card_id) as id from card_prices where card_id > ${cardId}`)) as [{ id: number }]
+
+// What a real source leaves out is null (docs/decisions.md "A real source's gaps are null"), so the
+// answers checked below carry such nulls, written before the server builds its price snapshot: the
+// fixture card's listing count, its second printing's listing prices and buylist (and their
+// history), and the next card's primary printing, never sold. One game and one set have an image.
+await database.db.execute(sql`update cards set total_listings = null where id = ${cardId}`)
+const [secondPrinting] = await selectRows<{ printing: string }>(
+  database.db,
+  sql`select cp.printing from card_prices cp join cards c on c.id = cp.card_id join games g on g.id = c.game_id
+      where cp.card_id = ${cardId} order by ${PRIMARY_PRINTING_FIRST} offset 1 limit 1`,
+)
+await database.db.execute(sql`update card_prices set low_price = null, median_price = null, lowest_with_shipping = null, buylist_price = null
+                              where card_id = ${cardId} and printing = ${secondPrinting!.printing}`)
+await database.db.execute(sql`update price_history set low_price = null where card_id = ${cardId} and printing = ${secondPrinting!.printing}`)
+await database.db.execute(sql`update card_prices set market_price = null, market_price_as_of = null, low_price = null,
+                                price_change_24h = null, price_change_7d = null, price_change_30d = null
+                              where (card_id, printing) = (select cp.card_id, cp.printing from card_prices cp join cards c on c.id = cp.card_id
+                                                           join games g on g.id = c.game_id where cp.card_id = ${unsoldCardId}
+                                                           order by ${PRIMARY_PRINTING_FIRST} limit 1)`)
+await database.db.execute(sql`update games set image_url = 'https://marketplace.example/images/category/' || marketplace_category_id || '.png'
+                              where slug = ${gameSlug} or id = (select id from games order by priority desc, name, id limit 1)`)
+await database.db.execute(sql`update sets set image_url = 'https://marketplace.example/images/group/' || marketplace_group_id || '.png'
+                              where id = (select s.id from sets s join games g on g.id = s.game_id where g.slug = ${gameSlug}
+                                          order by s.release_date desc, s.id limit 1)`)
+
 const redis = await testRedis()
 // Webhook settings with a secret box and local targets allowed, so test pings reach the receiver
 // below, which the examples call receiver.example.
@@ -52,6 +88,8 @@ afterAll(() => unreachable.close(), 30_000)
 // A marketplace answering 500 to everything, for the 503 of a live refresh that found no cached rows.
 const failingMarketplace = await startFakeMarketplace({ source: tinySource(), fault: { kind: 'status', status: 500 } })
 afterAll(() => failingMarketplace.stop(), 30_000)
+// A source without live listings (as the TCGCSV mirror), for the 404 of bulk condition prices.
+const noListingsServer = startServer({ db: database.db, redis: undefined, logger: testLogger, source: declaredSource('tcgcsv', NO_LISTINGS).source })
 const upstreamOutageServer = startServer({
   db: database.db,
   redis: undefined,
@@ -83,13 +121,6 @@ async function webhookOf(owner: TestAccount, card: number): Promise<number> {
   return ((await response.json()) as Json).data.id
 }
 
-const [fixture] = await selectRows<{ game_slug: string; set_id: number; card_id: number; marketplace_id: number; card_name: string; printing: string }>(
-  database.db,
-  sql`select g.slug as game_slug, c.set_id, c.id as card_id, c.marketplace_id, c.name as card_name, min(cp.printing) as printing
-      from cards c join games g on g.id = c.game_id join card_prices cp on cp.card_id = c.id
-      group by g.slug, c.set_id, c.id having count(*) > 1 order by c.id limit 1`,
-)
-const { game_slug: gameSlug, set_id: setId, card_id: cardId, marketplace_id: marketplaceId, card_name: cardName } = fixture!
 const UNKNOWN = 999_999_999
 // A card nothing else here asks condition prices of: never refreshed when the failing marketplace is asked.
 const unrefreshedCardId = (await selectRows<{ id: number }>(database.db, sql`select max(id) as id from cards`))[0]!.id
@@ -140,7 +171,7 @@ const SUCCESS: Record<string, Call> = {
   'GET /v1/search': { path: `/v1/search?q=${encodeURIComponent(cardName.split(' ')[0]!)}&per_page=5`, key: 'min' },
   'GET /v1/prices/top-movers': { path: '/v1/prices/top-movers?limit=5', key: 'min' },
   'GET /v1/prices/changes': { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&limit=5', key: 'min' },
-  'GET /v1/bulk/prices': { path: `/v1/bulk/prices?ids=${cardId},${cardId + 1},${UNKNOWN}`, key: 'min' },
+  'GET /v1/bulk/prices': { path: `/v1/bulk/prices?ids=${cardId},${unsoldCardId},${UNKNOWN}`, key: 'min' },
   'GET /v1/bulk/cards': { path: `/v1/bulk/cards?ids=${cardId},${UNKNOWN}`, key: 'min' },
   'GET /v1/bulk/history': { path: `/v1/bulk/history?ids=${cardId},${UNKNOWN}`, key: 'min' },
   'GET /v1/export/set/{id}': { path: `/v1/export/set/${setId}`, key: 'min' },
@@ -198,7 +229,10 @@ const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
     404: { path: `/v1/cards/${UNKNOWN}/prices/conditions`, key: 'min' },
     503: { path: `/v1/cards/${unrefreshedCardId}/prices/conditions`, key: 'min', base: upstreamOutageServer.base },
   },
-  'GET /v1/bulk/conditions': { 400: { path: '/v1/bulk/conditions?ids=1,,2', key: 'min' } },
+  'GET /v1/bulk/conditions': {
+    400: { path: '/v1/bulk/conditions?ids=1,,2', key: 'min' },
+    404: { path: `/v1/bulk/conditions?ids=${cardId}`, key: 'min', base: noListingsServer.base },
+  },
   'GET /v1/bulk/cards': { 400: { path: '/v1/bulk/cards?ids=', key: 'min' } },
   'GET /v1/bulk/history': { 400: { path: `/v1/bulk/history?ids=${cardId}&range=decade`, key: 'min' } },
   'GET /v1/export/set/{id}': { 400: { path: `/v1/export/set/${setId}?format=xml`, key: 'min' }, 404: { path: `/v1/export/set/${UNKNOWN}`, key: 'min' } },
@@ -294,6 +328,8 @@ const pointer = (...parts: string[]) => parts.map((part) => part.replaceAll('~',
 const schemaAt = (...parts: string[]) => ajv.compile({ $ref: `openapi.json#/${pointer(...parts)}` })
 
 const examples: Record<string, unknown> = {}
+/** Each operation's success answer, whole. */
+const answers: Record<string, unknown> = {}
 
 /** Arrays cut to two items (and objects keyed by card id to two keys): an example, not a dump. */
 function trimmed(value: unknown): unknown {
@@ -417,10 +453,38 @@ describe('every declared answer of every operation matches the document', () => 
         const body = JSON.parse(text)
         const validate = schemaAt('paths', path, method.toLowerCase(), 'responses', String(status), 'content', mediaType, 'schema')
         expect(validate(body) ? [] : validate.errors).toEqual([])
-        if (status < 300) examples[id] = trimmed(body)
+        if (status < 300) {
+          examples[id] = trimmed(body)
+          answers[id] = body
+        }
       }, 20_000)
     }
   }
+
+  test("the answers checked carry a real source's gaps as null, and images both known and not", () => {
+    const carriesNull = (id: string, field: string) => JSON.stringify(answers[id]).includes(`"${field}":null`)
+    const gaps: [string, string][] = [
+      ['GET /v1/cards/{id}', 'total_listings'],
+      ['GET /v1/cards/{id}/prices', 'low_price'],
+      ['GET /v1/cards/marketplace/{marketplaceId}', 'median_price'],
+      ['GET /v1/sets/{id}/prices', 'lowest_with_shipping'],
+      ['GET /v1/bulk/prices', 'market_price'],
+      ['GET /v1/bulk/prices', 'low_price'],
+      ['GET /v1/bulk/cards', 'lowest_with_shipping'],
+      ['GET /v1/cards/{id}/history', 'low_price'],
+      ['GET /v1/cards/{id}/history/detailed', 'low_price'],
+      ['GET /v1/bulk/history', 'low_price'],
+      ['GET /v1/export/set/{id}', 'median_price'],
+      ['POST /v1/bulk/resolve/marketplace', 'low_price'],
+      ['GET /v1/games', 'image_url'],
+      ['GET /v1/games/{slug}/sets', 'image_url'],
+    ]
+    expect(gaps.filter(([id, field]) => !carriesNull(id, field))).toEqual([])
+    const images = (id: string) => (answers[id] as Json).data.map((item: Json) => typeof item.image_url)
+    expect(images('GET /v1/games')).toContain('string')
+    expect(images('GET /v1/games/{slug}/sets')).toContain('string')
+    expect((answers['GET /v1/games/{slug}'] as Json).data.image_url).toBeString()
+  })
 
   test('the login refusal after repeated failures matches the document', async () => {
     const operation = doc.paths['/v1/auth/login'].post

@@ -2,6 +2,9 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { sql } from 'drizzle-orm'
+import { type Database, openPglite } from '../../src/db/client'
+import { findCatalogSource } from '../../src/modules/ingest/catalog-source'
 import { systemClock } from '../../src/shared/clock'
 import { ROOT, spawnUntilListening, stopProcess } from '../helpers/process'
 
@@ -12,10 +15,11 @@ const env = { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, LOG_LEVEL: 'info'
 // over two minutes for a seed with the cores shared several times over. Still a bound on a hang.
 const STARTS_MS = 300_000
 
-async function cli(...args: string[]) {
-  const child = Bun.spawn([process.execPath, 'src/cli.ts', ...args], {
+/** `bun <script> …args` with the file's environment and `extra`, to its exit. */
+async function run(script: string, args: string[], extra: Record<string, string> = {}) {
+  const child = Bun.spawn([process.execPath, script, ...args], {
     cwd: ROOT,
-    env,
+    env: { ...env, ...extra },
     stdout: 'pipe',
     stderr: 'pipe',
   })
@@ -23,20 +27,50 @@ async function cli(...args: string[]) {
   return { code, stdout, stderr }
 }
 
+const cli = (...args: string[]) => run('src/cli.ts', args)
+
+/** The embedded database, opened while no process holds it. */
+async function withDatabase<T>(use: (db: Database) => Promise<T>): Promise<T> {
+  const handle = await openPglite({ dataDir })
+  try {
+    return await use(handle.db)
+  } finally {
+    await handle.close()
+  }
+}
+const recordedSource = () => withDatabase(async (db) => (await findCatalogSource(db))?.source)
+
 describe('bun src/cli.ts', () => {
   test('seed fills an empty catalog, logging each game', async () => {
     const { code, stdout } = await cli('seed', '--scale', 'tiny')
     expect(code).toBe(0)
     expect(stdout).toContain('seed: 57/57')
     expect(stdout).toContain('seeded 57 games')
+    expect(await recordedSource()).toBe('demo')
   }, STARTS_MS)
 
   test('seed refuses a catalog that has data, unless --fresh', async () => {
     const refused = await cli('seed', '--scale', 'tiny')
     expect(refused.code).toBe(1)
-    expect(refused.stderr).toContain('seed --fresh')
+    expect(refused.stderr).toContain('The catalog already has data: use `seed --fresh` to replace it')
     const fresh = await cli('seed', '--scale', 'tiny', '--fresh')
     expect(fresh.code).toBe(0)
+  }, STARTS_MS)
+
+  test('a catalog another source filled refuses sync, seed and a server start, naming both sources; seed --fresh takes it over', async () => {
+    // As if the tcgcsv source had filled it: the demo source configured here may not write it.
+    await withDatabase((db) => db.execute(sql`update catalog_source set source = 'tcgcsv'`))
+    const conflict = /^The catalog was filled by the tcgcsv source \(recorded [^)]+\), but MARKETPLACE_SOURCE is demo: .*`bun src\/cli\.ts seed --fresh`/m
+    for (const refused of [await cli('sync', '--game', 'pokemon'), await cli('seed'), await run('src/index.ts', [], { PORT: '0', HOST: '127.0.0.1' })]) {
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toMatch(conflict)
+      // Said, not thrown: no stack trace.
+      expect(refused.stderr).not.toContain('    at ')
+    }
+    expect(await recordedSource()).toBe('tcgcsv')
+    const fresh = await cli('seed', '--scale', 'tiny', '--fresh')
+    expect(fresh.code).toBe(0)
+    expect(await recordedSource()).toBe('demo')
   }, STARTS_MS)
 
   test('sync --game updates only the named games', async () => {
@@ -93,6 +127,10 @@ describe('bun src/cli.ts', () => {
     const unknown = await cli('explode')
     expect(unknown.code).toBe(2)
     expect(unknown.stderr).toContain('Usage: bun src/cli.ts')
+    // --scale sizes the demo catalog: refused before any source is built or the database opened.
+    const realSource = await run('src/cli.ts', ['seed', '--scale', 'tiny'], { MARKETPLACE_SOURCE: 'tcgcsv' })
+    expect(realSource.code).toBe(2)
+    expect(realSource.stderr).toContain('--scale sizes the demo catalog, but MARKETPLACE_SOURCE is tcgcsv')
   }, STARTS_MS)
 })
 

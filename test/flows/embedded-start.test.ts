@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { openPglite } from '../../src/db/client'
+import { findCatalogSource } from '../../src/modules/ingest/catalog-source'
 import { systemClock } from '../../src/shared/clock'
 import { freshDatabase, selectRows } from '../helpers/db'
 import { TEST_DATABASE_URL } from '../helpers/env'
+import { eventually } from '../helpers/eventually'
 import { type Listening, ROOT, spawnUntilListening, stopProcess } from '../helpers/process'
 
 // The quickstart path: `start` on a bare machine uses embedded PGlite, seeds itself and serves.
@@ -158,6 +160,8 @@ describe('later starts of the same data directory', () => {
   test('a start that finds the catalog but no account (the first start died after seeding) creates the demo account', async () => {
     await stop(server!)
     const handle = await openPglite({ dataDir })
+    // The first start recorded the source that filled the catalog.
+    expect((await findCatalogSource(handle.db))?.source).toBe('demo')
     await handle.db.execute(sql`truncate accounts cascade`)
     await handle.close()
     server = await spawnUntilListening(['src/index.ts'], env)
@@ -170,18 +174,67 @@ describe('later starts of the same data directory', () => {
   }, START_MS)
 })
 
+/** `bun src/index.ts` with every stdout line it writes collected, to its exit and not only up to listening. */
+function startCollecting(extra: Record<string, string>) {
+  const child = Bun.spawn([process.execPath, 'src/index.ts'], { cwd: ROOT, env: { ...env, ...extra }, stdout: 'pipe', stderr: 'pipe' })
+  const lines: Record<string, any>[] = []
+  const read = (async () => {
+    const decoder = new TextDecoder()
+    let buffered = ''
+    for await (const chunk of child.stdout) {
+      buffered += decoder.decode(chunk, { stream: true })
+      const complete = buffered.split('\n')
+      buffered = complete.pop()!
+      for (const line of complete) if (line.startsWith('{')) lines.push(JSON.parse(line))
+    }
+  })()
+  return { child, lines, read }
+}
+
 // A real deployment: no demo account, no key, nothing printed, even when it seeds an empty catalog.
 describe.skipIf(!TEST_DATABASE_URL)('a start with DATABASE_URL', async () => {
   // Bun runs this callback even when the block is skipped: nothing may be set up then.
   let deployed: Listening | undefined
+  let bare: ReturnType<typeof startCollecting> | undefined
   // Registered before freshDatabase's hook: the server lets go of the database before it is dropped.
   afterAll(async () => {
     if (deployed) await stopProcess(deployed.child)
+    if (bare) await stopProcess(bare.child)
   }, 30_000)
   const database = TEST_DATABASE_URL ? await freshDatabase('empty') : undefined
 
-  test('seeds the empty catalog but creates no demo account or key and prints nothing', async () => {
-    deployed = await spawnUntilListening(['src/index.ts'], { ...env, DATABASE_URL: database!.url })
+  test('with the demo source and no DEMO_DATA, leaves the empty catalog alone, says what to do and runs no jobs', async () => {
+    bare = startCollecting({ DATABASE_URL: database!.url! })
+    const { child, lines, read } = bare
+    const exitedEarly = child.exited.then(async (code) => {
+      throw new Error(`exited (${code}) before listening: ${await new Response(child.stderr).text()}`)
+    })
+    const listening = await Promise.race([
+      eventually(() => lines.find((l) => l.msg?.startsWith('listening')), { timeout: START_MS - 30_000, what: 'the server listening' }),
+      exitedEarly,
+    ])
+    exitedEarly.catch(() => {})
+    const warning = lines.find((l) => l.level === 40 && l.msg?.includes('empty catalog'))
+    expect(warning?.msg).toContain('set MARKETPLACE_SOURCE=tcgcsv for real prices, or run `bun src/cli.ts seed` (or start with DEMO_DATA=true)')
+    const ready = await fetch(`${listening.url}/ready`)
+    expect(ready.status).toBe(503)
+    expect(((await ready.json()) as any).checks.data).toBe('empty')
+    // Its whole output, up to the stop: the scheduled jobs were never registered.
+    child.kill('SIGTERM')
+    expect(await child.exited).toBe(0)
+    await read
+    expect(lines.some((l) => l.msg === 'shutting down')).toBe(true)
+    expect(lines.some((l) => l.msg?.startsWith('scheduled jobs registered'))).toBe(false)
+    const [state] = await selectRows<{ games: number; runs: number; recorded: number }>(
+      database!.db,
+      sql`select (select count(*)::int from games) as games, (select count(*)::int from job_runs) as runs,
+                 (select count(*)::int from catalog_source) as recorded`,
+    )
+    expect(state).toEqual({ games: 0, runs: 0, recorded: 0 })
+  }, START_MS)
+
+  test('with DEMO_DATA=true, seeds the empty catalog but creates no demo account or key and prints nothing', async () => {
+    deployed = await spawnUntilListening(['src/index.ts'], { ...env, DATABASE_URL: database!.url, DEMO_DATA: 'true' })
     expect(deployed.lines.some((l) => l.msg?.startsWith('seeded 57 games'))).toBe(true)
     expect(deployed.text.filter((line) => line.trim() !== '')).toEqual([])
     expect(deployed.lines.some((l) => /DEMO-ONLY|API key/.test(l.msg ?? ''))).toBe(false)
@@ -190,5 +243,6 @@ describe.skipIf(!TEST_DATABASE_URL)('a start with DATABASE_URL', async () => {
       sql`select (select count(*)::int from accounts) as accounts, (select count(*)::int from api_keys) as keys`,
     )
     expect(counts).toEqual({ accounts: 0, keys: 0 })
+    expect((await findCatalogSource(database!.db))?.source).toBe('demo')
   }, START_MS)
 })

@@ -30,6 +30,8 @@ const cents = (dollars: number) => Math.round(dollars * 100) / 100
 function steeredSource(now: Date, productId: number, printing: string, price: number): MarketplaceSource {
   const demo = createDemoSource({ scale: 'tiny', now: () => now })
   return {
+    name: demo.name,
+    capabilities: demo.capabilities,
     listGames: () => demo.listGames(),
     listSets: (categoryId) => demo.listSets(categoryId),
     listProducts: (groupId) => demo.listProducts(groupId),

@@ -24,6 +24,8 @@ export const games = pgTable('games', {
   setCount: integer('set_count').notNull().default(0),
   cardCount: integer('card_count').notNull().default(0),
   lastSyncedAt: timestamptz('last_synced_at'),
+  /** The game's logo at the marketplace; null when the source has none. */
+  imageUrl: text('image_url'),
 })
 
 export const sets = pgTable(
@@ -40,6 +42,14 @@ export const sets = pgTable(
     releaseDate: date('release_date', { mode: 'string' }).notNull(),
     cardCount: integer('card_count').notNull().default(0),
     lastSyncedAt: timestamptz('last_synced_at'),
+    /** The set's image at the marketplace; null when the source has none. */
+    imageUrl: text('image_url'),
+    /**
+     * The marketplace's `modifiedOn` of the group when its products were last stored: while the
+     * group answers the same value, a sync fetches only its prices. Null: products never stored
+     * (or their last fetch failed), so the next sync fetches them.
+     */
+    productsModifiedOn: text('products_modified_on'),
   },
   (table) => [
     uniqueIndex('sets_game_slug_idx').on(table.gameId, table.slug),
@@ -70,7 +80,8 @@ export const cards = pgTable(
     /** `Cards` or `Sealed Products`. */
     productType: text('product_type').notNull(),
     foilOnly: smallint('foil_only').notNull(),
-    totalListings: integer('total_listings').notNull(),
+    /** null when the source does not count listings. */
+    totalListings: integer('total_listings'),
     shippingCategoryId: smallint('shipping_category_id').notNull(),
     productStatusId: smallint('product_status_id').notNull(),
     hp: text('hp'),

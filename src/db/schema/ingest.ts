@@ -1,4 +1,4 @@
-import { index, integer, jsonb, pgTable, serial, text } from 'drizzle-orm/pg-core'
+import { date, index, integer, jsonb, pgTable, serial, text } from 'drizzle-orm/pg-core'
 import { timestamptz } from './columns'
 import { games } from './catalog'
 
@@ -38,9 +38,28 @@ export const jobRuns = pgTable(
     /** running | succeeded | failed (a run with some failed games is failed) */
     outcome: text('outcome').notNull(),
     rowsChanged: integer('rows_changed'),
+    /** Source rows refused by validation and skipped (never stored half); null before it was counted. */
+    rowsSkipped: integer('rows_skipped'),
     error: text('error'),
     startedAt: timestamptz('started_at').notNull(),
     finishedAt: timestamptz('finished_at'),
   },
   (table) => [index('job_runs_job_idx').on(table.job, table.scheduledFor)],
 )
+
+/**
+ * Which marketplace source filled the catalog (one row): a start with another source on a filled
+ * catalog is refused, so invented and real prices never mix.
+ */
+export const catalogSource = pgTable('catalog_source', {
+  id: integer('id').primaryKey().default(1),
+  /** demo | tcgcsv | http */
+  source: text('source').notNull(),
+  recordedAt: timestamptz('recorded_at').notNull(),
+})
+
+/** Requests sent to the marketplace per UTC day, against its daily budget; survives restarts. */
+export const marketplaceRequests = pgTable('marketplace_requests', {
+  day: date('day', { mode: 'string' }).primaryKey(),
+  requests: integer('requests').notNull(),
+})

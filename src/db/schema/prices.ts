@@ -25,9 +25,10 @@ export const cardPrices = pgTable(
     marketPrice: doublePrecision('market_price'),
     /** When the marketplace last reported market_price; older than last_updated_at when it went quiet. */
     marketPriceAsOf: date('market_price_as_of', { mode: 'string' }),
-    lowPrice: doublePrecision('low_price').notNull(),
-    medianPrice: doublePrecision('median_price').notNull(),
-    lowestWithShipping: doublePrecision('lowest_with_shipping').notNull(),
+    /** null (like the two below) when the source does not report it: never filled with a made-up number. */
+    lowPrice: doublePrecision('low_price'),
+    medianPrice: doublePrecision('median_price'),
+    lowestWithShipping: doublePrecision('lowest_with_shipping'),
     buylistPrice: doublePrecision('buylist_price'),
     priceChange24h: doublePrecision('price_change_24h'),
     priceChange7d: doublePrecision('price_change_7d'),
@@ -55,8 +56,9 @@ export const priceHistory = pgTable(
     printing: text('printing').notNull(),
     date: date('date', { mode: 'string' }).notNull(),
     marketPrice: doublePrecision('market_price').notNull(),
-    lowPrice: doublePrecision('low_price').notNull(),
-    /** null: not recorded yet. */
+    /** null when the source did not report one that day. */
+    lowPrice: doublePrecision('low_price'),
+    /** null: not recorded yet (or never, from a source without sales). */
     avgSalesPrice: doublePrecision('avg_sales_price'),
     /** null: not recorded yet; 0: no sales that day. */
     salesVolume: integer('sales_volume'),

@@ -35,7 +35,7 @@ describe('GET /v1/sets', () => {
     expect(first.status).toBe(200)
     expect(first.body.meta).toEqual({ total: setTotal!.n, page: 1, per_page: 100, has_more: setTotal!.n > 100 })
     expect(Object.keys(first.body.data[0]).sort()).toEqual(
-      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'last_synced_at', 'name', 'release_date', 'slug'].sort(),
+      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'slug'].sort(),
     )
     const dates = first.body.data.map((s: any) => s.release_date)
     expect(dates).toEqual([...dates].sort().reverse())
@@ -87,6 +87,20 @@ describe('GET /v1/sets/:id', () => {
     expect(status).toBe(200)
     expect(body.data).toMatchObject({ id: someSet!.id, name: someSet!.name, game_id: someSet!.game_id, card_count: someSet!.card_count })
     expect(typeof body.data.game_slug).toBe('string')
+  })
+
+  test("its marketplace group id, and its image: the marketplace's, or null when unknown", async () => {
+    const image = 'https://marketplace.example/images/group/some-set.jpg'
+    await database.db.execute(sql`update sets set image_url = ${image} where id = ${someSet!.id}`)
+    const [other] = await rows<{ id: number }>(sql`select id from sets where id <> ${someSet!.id} order by id limit 1`)
+    const facts = new Map(
+      (await rows<{ id: number; marketplace_group_id: number }>(sql`select id, marketplace_group_id from sets`)).map((set) => [set.id, set.marketplace_group_id]),
+    )
+    expect((await get(`/v1/sets/${someSet!.id}`)).body.data).toMatchObject({ marketplace_id: facts.get(someSet!.id), image_url: image })
+    expect((await get(`/v1/sets/${other!.id}`)).body.data).toMatchObject({ marketplace_id: facts.get(other!.id), image_url: null })
+    const listed = (await get(`/v1/sets?game=${(await get(`/v1/sets/${someSet!.id}`)).body.data.game_slug}&per_page=100`)).body.data
+    expect(listed.find((set: any) => set.id === someSet!.id).image_url).toBe(image)
+    for (const set of listed) expect(set.marketplace_id).toBe(facts.get(set.id))
   })
 
   test('unknown is 404; zero, negative, fractional and non-numeric ids are 400', async () => {

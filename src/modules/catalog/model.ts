@@ -1,5 +1,10 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, PathParams, QueryInt, Timestamp } from '../../shared/model'
+import { Id, LiteralUnion, MAX_ID, PathParams, QueryInt, Timestamp } from '../../shared/model'
+
+// A game's and a set's marketplace identity go beyond the contract (docs/decisions.md "Compatibility superset").
+const MarketplaceRef = (what: string) => Type.Integer({ minimum: 1, maximum: MAX_ID, description: `The ${what} id at the marketplace` })
+const MarketplaceImage = (of: string) =>
+  Type.Union([Type.String({ format: 'uri' }), Type.Null()], { description: `The ${of}'s image at the marketplace; null when unknown` })
 
 export const Game = Type.Object(
   {
@@ -10,6 +15,8 @@ export const Game = Type.Object(
     set_count: Type.Integer({ minimum: 0 }),
     card_count: Type.Integer({ minimum: 0, description: 'Cards and sealed products' }),
     last_synced_at: Type.Union([Timestamp, Type.Null()], { description: 'null until the first sync' }),
+    marketplace_id: MarketplaceRef("game's category"),
+    image_url: MarketplaceImage('game'),
   },
 )
 export type Game = Static<typeof Game>
@@ -23,6 +30,8 @@ export const SetSummary = Type.Object({
   release_date: Type.String({ format: 'date', description: 'YYYY-MM-DD' }),
   card_count: Type.Integer({ minimum: 0 }),
   last_synced_at: Type.Union([Timestamp, Type.Null()]),
+  marketplace_id: MarketplaceRef("set's group"),
+  image_url: MarketplaceImage('set'),
 })
 export type SetSummary = Static<typeof SetSummary>
 
@@ -36,11 +45,24 @@ export const GameSlugParams = PathParams({
 })
 
 const Money = Type.Number({ description: 'USD' })
-const NullableMoney = Type.Union([Money, Type.Null()])
+
+/**
+ * A price a marketplace source may not report: null then, never a made-up number
+ * (docs/decisions.md "A real source's gaps are null").
+ */
+export const ReportedMoney = (meaning: string, alsoNullWhen?: string) =>
+  Type.Union([Money, Type.Null()], {
+    description: `USD, ${meaning}; null when the marketplace source does not report it${alsoNullWhen ? ` or ${alsoNullWhen}` : ''}`,
+  })
+
 const Percent = Type.Union([Type.Number(), Type.Null()], { description: 'Percent change (15.5 = +15.5%); null: not enough data' })
 const DateOnly = Type.String({ format: 'date', description: 'YYYY-MM-DD (UTC)' })
 export const PRODUCT_TYPES = ['Cards', 'Sealed Products'] as const
 const ProductTypeField = LiteralUnion(PRODUCT_TYPES)
+
+const TotalListings = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+  description: 'Active seller listings; null when the marketplace source does not report it',
+})
 
 /** A set as `/v1/sets` and `/v1/sets/:id` show it: the summary plus its game. */
 export const SetDetail = Type.Object({
@@ -63,7 +85,7 @@ export const Card = Type.Object({
   marketplace_url: Type.String({ format: 'uri' }),
   product_type: ProductTypeField,
   foil_only: Type.Integer({ minimum: 0, maximum: 1, description: '1 if the card exists only as foil/holo' }),
-  total_listings: Type.Integer({ minimum: 0 }),
+  total_listings: TotalListings,
   shipping_category_id: Type.Integer({ description: '1 = card, 3 = box, 4 = case' }),
   product_status_id: Type.Integer({ description: '1 = active, 20 = presale' }),
   hp: Type.Optional(Type.String({ description: 'Present for games that have it' })),
@@ -83,14 +105,14 @@ export type Card = Static<typeof Card>
 export const Price = Type.Object({
   card_id: Id,
   printing: Type.String(),
-  market_price: Type.Union([Money, Type.Null()], { description: 'Median of recent sales; null if never reported' }),
+  market_price: ReportedMoney('the median of recent sales as last reported (market_price_as_of says when)'),
   market_price_as_of: Type.Union([DateOnly, Type.Null()], {
     description: 'When the marketplace last reported market_price; older than last_updated_at when the printing had no recent market price',
   }),
-  low_price: Money,
-  median_price: Money,
-  lowest_with_shipping: Money,
-  buylist_price: NullableMoney,
+  low_price: ReportedMoney('the lowest verified listing price'),
+  median_price: ReportedMoney('the median listing price across sellers'),
+  lowest_with_shipping: ReportedMoney('the lowest price including shipping'),
+  buylist_price: ReportedMoney('what stores pay', 'no store buys it'),
   price_change_24h: Percent,
   price_change_7d: Percent,
   price_change_30d: Percent,
@@ -134,17 +156,17 @@ export const CardWithPrice = Type.Object({
   marketplace_id: Id,
   product_type: ProductTypeField,
   foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
-  total_listings: Type.Integer({ minimum: 0 }),
+  total_listings: TotalListings,
   image_url: Type.String({ format: 'uri' }),
   game_name: Type.String(),
   game_slug: Type.String(),
   set_name: Type.String(),
   set_slug: Type.String(),
   printing: Type.Union([Type.String(), Type.Null()], { description: 'The primary printing (Normal when it has one); null: no prices yet' }),
-  market_price: NullableMoney,
-  low_price: NullableMoney,
-  median_price: NullableMoney,
-  lowest_with_shipping: NullableMoney,
+  market_price: ReportedMoney("the primary printing's market price", 'the card has no prices yet'),
+  low_price: ReportedMoney("the primary printing's lowest listing price", 'the card has no prices yet'),
+  median_price: ReportedMoney("the primary printing's median listing price", 'the card has no prices yet'),
+  lowest_with_shipping: ReportedMoney("the primary printing's lowest price including shipping", 'the card has no prices yet'),
   price_updated_at: Type.Union([Timestamp, Type.Null()]),
 })
 export type CardWithPrice = Static<typeof CardWithPrice>

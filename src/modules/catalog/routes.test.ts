@@ -1,14 +1,35 @@
 import { describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
 import { fakeClock } from '../../../test/helpers/clock'
-import { freshDatabase, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
 import { startServer, type TestServer } from '../../../test/helpers/server'
 import { createDemoSource } from '../ingest/sources/demo'
 import { TEST_NOW } from '../../../test/helpers/env'
 import { openCatalogReads } from './routes'
 
 const database = await freshDatabase('seeded')
+// The demo source has no images: one game and one of its sets get one, the rest stay null.
+const GAME_IMAGE = 'https://marketplace.example/images/category/pokemon.png'
+const SET_IMAGE = 'https://marketplace.example/images/group/newest.png'
+await database.db.execute(sql`update games set image_url = ${GAME_IMAGE} where slug = 'pokemon'`)
+await database.db.execute(sql`update sets set image_url = ${SET_IMAGE}
+                              where id = (select s.id from sets s join games g on g.id = s.game_id where g.slug = 'pokemon'
+                                          order by s.release_date desc, s.id limit 1)`)
 const server: TestServer = startServer({ db: database.db, redis: undefined, logger: testLogger })
 const json = (path: string) => server.json(path)
+
+/** Each game's or set's marketplace id and image, read straight from the table. */
+const marketplaceFacts = async (table: 'games' | 'sets') =>
+  new Map(
+    (
+      await selectRows<{ id: number; marketplace_id: number; image_url: string | null }>(
+        database.db,
+        table === 'games'
+          ? sql`select id, marketplace_category_id as marketplace_id, image_url from games`
+          : sql`select id, marketplace_group_id as marketplace_id, image_url from sets`,
+      )
+    ).map(({ id, ...facts }) => [id, facts]),
+  )
 
 describe('GET /v1/games', () => {
   test('lists all 57 games with every Game field, major games first', async () => {
@@ -18,13 +39,22 @@ describe('GET /v1/games', () => {
     expect(body.data).toHaveLength(57)
     const game = body.data[0]
     expect(Object.keys(game).sort()).toEqual(
-      ['card_count', 'id', 'last_synced_at', 'name', 'priority', 'set_count', 'slug'].sort(),
+      ['card_count', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'priority', 'set_count', 'slug'].sort(),
     )
     expect(body.data.slice(0, 7).every((g: any) => g.priority === 3)).toBe(true)
     expect(body.data.slice(7).every((g: any) => g.priority === 2)).toBe(true)
     expect(new Date(game.last_synced_at).toISOString()).toBe(game.last_synced_at)
     expect(game.set_count).toBeGreaterThan(0)
     expect(game.card_count).toBeGreaterThan(0)
+  })
+
+  test("each game's marketplace id is its category id, and its image is the marketplace's or null", async () => {
+    const facts = await marketplaceFacts('games')
+    const games = (await json('/v1/games?per_page=100')).body.data
+    for (const game of games) expect({ marketplace_id: game.marketplace_id, image_url: game.image_url }).toEqual(facts.get(game.id)!)
+    expect(games.find((game: any) => game.slug === 'pokemon').image_url).toBe(GAME_IMAGE)
+    expect(games.filter((game: any) => game.image_url === null)).toHaveLength(56)
+    expect(new Set(games.map((game: any) => game.marketplace_id)).size).toBe(57)
   })
 
   test('counts agree with the source catalog', async () => {
@@ -109,6 +139,9 @@ describe('GET /v1/games/:slug', () => {
     expect(status).toBe(200)
     expect(body.data.slug).toBe('magic-the-gathering')
     expect(body.data.priority).toBe(3)
+    expect(body.data.image_url).toBeNull()
+    expect(body.data.marketplace_id).toBe((await marketplaceFacts('games')).get(body.data.id)!.marketplace_id)
+    expect((await json('/v1/games/pokemon')).body.data.image_url).toBe(GAME_IMAGE)
   })
 
   test('an over-long slug is 400 naming the slug', async () => {
@@ -153,8 +186,11 @@ describe('GET /v1/games/:slug/sets', () => {
     expect(body.data.length).toBeGreaterThan(0)
     expect(body.meta.total).toBe(body.data.length)
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'last_synced_at', 'name', 'release_date', 'slug'].sort(),
+      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'slug'].sort(),
     )
+    const facts = await marketplaceFacts('sets')
+    for (const set of body.data) expect({ marketplace_id: set.marketplace_id, image_url: set.image_url }).toEqual(facts.get(set.id)!)
+    expect(body.data.map((set: any) => set.image_url)).toEqual([SET_IMAGE, ...body.data.slice(1).map(() => null)])
     const game = (await json('/v1/games/pokemon')).body.data
     for (const set of body.data) expect(set).toMatchObject({ game_id: game.id, game_name: game.name, game_slug: 'pokemon' })
     const dates = body.data.map((s: any) => s.release_date)

@@ -17,6 +17,8 @@ function toGame(row: repo.GameRecord): Game {
     set_count: row.setCount,
     card_count: row.cardCount,
     last_synced_at: iso(row.lastSyncedAt),
+    marketplace_id: row.marketplaceCategoryId,
+    image_url: row.imageUrl,
   }
 }
 
@@ -29,6 +31,8 @@ function toSetSummary(row: repo.SetRecord): SetSummary {
     release_date: row.releaseDate,
     card_count: row.cardCount,
     last_synced_at: iso(row.lastSyncedAt),
+    marketplace_id: row.marketplaceGroupId,
+    image_url: row.imageUrl,
   }
 }
 

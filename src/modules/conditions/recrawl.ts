@@ -14,6 +14,9 @@ export const RECRAWL_AFTER_MS = 12 * 3_600_000
  */
 export const PRIORITY_BONUS_MS = 24 * 3_600_000
 
+/** Sources the re-crawl has said it skips: said once per source, not every minute. */
+const toldWithoutListings = new WeakSet<ConditionDeps['source']>()
+
 export interface RecrawlOptions {
   /** At most this many cards this run (the configured re-crawl rate per minute). */
   limit: number
@@ -32,6 +35,13 @@ export interface RecrawlOptions {
 export async function recrawlConditions(deps: ConditionDeps, options: RecrawlOptions): Promise<{ refreshed: number; failed: number }> {
   const result = { refreshed: 0, failed: 0 }
   if (options.limit <= 0) return result
+  if (!deps.source.capabilities.listings) {
+    if (!toldWithoutListings.has(deps.source)) {
+      toldWithoutListings.add(deps.source)
+      deps.logger.info({ source: deps.source.name }, 'condition re-crawl: the marketplace source has no live listings; it refreshes nothing')
+    }
+    return result
+  }
   const windowMs = options.windowMs ?? 60_000
   const now = deps.clock.now()
   const staleBefore = new Date(now.getTime() - RECRAWL_AFTER_MS)

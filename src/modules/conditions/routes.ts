@@ -20,6 +20,42 @@ const allowances = TIERS.filter((tier) => TIER_POLICY[tier].liveRefreshesPerDay 
   .map((tier) => `${TIER_POLICY[tier].label} ${TIER_POLICY[tier].liveRefreshesPerDay.toLocaleString('en-US')}`)
   .join(', ')
 
+/** What both routes say of the marketplace source, which alone decides whether they answer. */
+const SOURCE_DEPENDENCE =
+  "**Depends on the marketplace source.** Condition prices come only from the source's live listings (`/ready` → " +
+  '`source.capabilities.listings`): the `demo` and `http` sources have them, `tcgcsv` has not. A service whose source ' +
+  'has none answers every request here with 404 `CONDITION_PRICES_UNAVAILABLE`, whatever the key, costing nothing.'
+
+const CARD_SUMMARY = "A card's prices per printing, condition and language (Pro and Business)"
+const BULK_SUMMARY = `Cached condition prices of up to ${MAX_BULK_CONDITION_IDS} cards (Pro and Business)`
+
+/**
+ * Both routes under a source without live listings: each request is refused before any key check,
+ * quota charge or marketplace call (a key or a tier would not bring what the source lacks), and
+ * this service's OpenAPI document says so instead of describing answers it never gives.
+ */
+function unavailableRoutes(conditions: ConditionService) {
+  const refuse = () => {
+    throw conditions.unavailable()!
+  }
+  const hook = (tags: string[], summary: string) => ({
+    response: { 404: 'Error' as const },
+    detail: {
+      tags,
+      summary: `${summary}: unavailable here`,
+      description:
+        `${conditions.unavailable()!.message}. Every request answers 404 \`CONDITION_PRICES_UNAVAILABLE\`, ` +
+        'whatever its key, and costs no quota.\n\n' +
+        SOURCE_DEPENDENCE,
+      'x-error-notes': { '404': 'here only `CONDITION_PRICES_UNAVAILABLE`: the marketplace source has no live listings' },
+    },
+  })
+  return new Elysia({ name: 'condition-routes' })
+    .use(models)
+    .get('/v1/cards/:id/prices/conditions', refuse, hook(['Cards'], CARD_SUMMARY))
+    .get('/v1/bulk/conditions', refuse, hook(['Bulk'], BULK_SUMMARY))
+}
+
 /** The account's daily live refresh allowance, counted in the quota store beside its requests. */
 function payerOf(auth: AuthRuntime, apiKey: KeyAuth): RefreshPayer {
   return {
@@ -31,8 +67,12 @@ function payerOf(auth: AuthRuntime, apiKey: KeyAuth): RefreshPayer {
   }
 }
 
-/** Condition prices (Pro and Business): one card's, refreshed live when old, and many cards' cached rows. */
+/**
+ * Condition prices (Pro and Business): one card's, refreshed live when old, and many cards' cached
+ * rows; under a source without live listings, the same paths refusing every request.
+ */
 export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService) {
+  if (conditions.unavailable()) return unavailableRoutes(conditions)
   return new Elysia({ name: 'condition-routes' })
     .use(models)
     .use(authGuard(auth))
@@ -53,7 +93,7 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
         },
         detail: {
           tags: ['Cards'],
-          summary: "A card's prices per printing, condition and language (Pro and Business)",
+          summary: CARD_SUMMARY,
           description:
             "One row per printing × condition × language from the marketplace's live listings, in the card's printing order, then " +
             'Near Mint, Lightly Played, Moderately Played, Heavily Played, Damaged (sealed products: Unopened), then language. ' +
@@ -64,7 +104,8 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
             'allowance, or while the marketplace fails (a failed refresh costs nothing), the newest cached rows come back with ' +
             '`meta.stale` true and `meta.stale_reason`; with no cached rows that is 429 `LIVE_FETCH_LIMIT` or 503 ' +
             '`UPSTREAM_UNAVAILABLE`. Concurrent requests for one card share one refresh; those that waited for it are answered ' +
-            'from the catalog and are not charged a live refresh.',
+            'from the catalog and are not charged a live refresh.\n\n' +
+            SOURCE_DEPENDENCE,
           'x-error-notes': {
             '429': 'or `LIVE_FETCH_LIMIT`: the card has no cached condition rows and the daily live refreshes are used up (the message says the allowance and when it resets)',
             '503': 'or `UPSTREAM_UNAVAILABLE`: the card has no cached condition rows and the marketplace failed or did not answer in time',
@@ -82,12 +123,13 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
       },
       detail: {
         tags: ['Bulk'],
-        summary: `Cached condition prices of up to ${MAX_BULK_CONDITION_IDS} cards (Pro and Business)`,
+        summary: BULK_SUMMARY,
         description:
           `\`ids\`: up to ${MAX_BULK_CONDITION_IDS} comma-separated card ids. The condition rows the catalog holds for each card, ` +
           'with its `name` and `marketplace_id` on every row, cards in the order asked and rows in the order of one card\'s ' +
           'condition prices. Never triggers a live refresh and costs no live refresh: `last_updated_at` says how old each row is. ' +
-          'Cards without cached rows are left out and listed in `meta.not_cached`; ids that name no card are in `meta.not_found`.',
+          'Cards without cached rows are left out and listed in `meta.not_cached`; ids that name no card are in `meta.not_found`.\n\n' +
+          SOURCE_DEPENDENCE,
       },
     })
 }

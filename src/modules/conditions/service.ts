@@ -100,6 +100,11 @@ function checkPrinting(card: repo.ConditionCard, printing: string | undefined) {
 }
 
 export interface ConditionService {
+  /**
+   * 404 CONDITION_PRICES_UNAVAILABLE when the source has no live listings, undefined when it has:
+   * condition prices exist only from listings, and none is made up (docs/decisions.md "Real sources declare what they lack").
+   */
+  unavailable(): AppError | undefined
   /** `GET /v1/cards/:id/prices/conditions`: rules 1 to 4 of the spec. */
   cardConditions(request: { cardId: number; printing?: string; payer: RefreshPayer; now: Date }): Promise<{ data: ConditionPriceRow[]; meta: ConditionPricesMeta }>
   /** `GET /v1/bulk/conditions`: cached rows only, never a refresh. */
@@ -210,6 +215,14 @@ export function conditionService(deps: ConditionDeps): ConditionService {
   }
 
   return {
+    unavailable() {
+      if (deps.source.capabilities.listings) return undefined
+      return new AppError(
+        'CONDITION_PRICES_UNAVAILABLE',
+        `Condition prices are not available: this service reads the ${deps.source.name} marketplace source, which has no live listings`,
+      )
+    },
+
     refreshCard,
 
     async cardConditions({ cardId, printing, payer, now }) {

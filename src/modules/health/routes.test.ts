@@ -2,10 +2,11 @@ import { describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { sql } from 'drizzle-orm'
 import { fakeClock } from '../../../test/helpers/clock'
-import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, selectRows, testLogger, tinySource } from '../../../test/helpers/db'
 import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
 import { eventually } from '../../../test/helpers/eventually'
 import { startServer } from '../../../test/helpers/server'
+import { declaredSource } from '../../../test/helpers/sources'
 import { healthRoutes } from './routes'
 
 describe('health and readiness', async () => {
@@ -58,6 +59,26 @@ describe('health and readiness', async () => {
     await seeded.db.execute(sql`update games set last_synced_at = ${TEST_NOW.toISOString()}::timestamptz where last_synced_at is null`)
   })
 
+  test('/ready names the marketplace source and what it provides: the demo source, everything', async () => {
+    const server = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
+    await server.ready()
+    const body = (await (await server.get('/ready')).json()) as any
+    expect(body.source).toEqual({ name: 'demo', capabilities: { listings: true, sales: true, past_prices: true } })
+  })
+
+  test('/ready says what a source lacks, also while not ready', async () => {
+    const { source: lacking } = declaredSource('tcgcsv', { listings: false, sales: false, pastPrices: true })
+    const served = startServer({ db: seeded.db, redis: undefined, logger: testLogger, source: lacking })
+    await served.ready()
+    expect(((await (await served.get('/ready')).json()) as any).source).toEqual({
+      name: 'tcgcsv',
+      capabilities: { listings: false, sales: false, past_prices: true },
+    })
+    const empty503 = await startServer({ db: empty.db, redis: undefined, logger: testLogger, source: lacking }).get('/ready')
+    expect(empty503.status).toBe(503)
+    expect(((await empty503.json()) as any).source.capabilities.listings).toBe(false)
+  })
+
   test('/ready is 503 while the catalog is empty', async () => {
     const server = startServer({ db: empty.db, redis: undefined, logger: testLogger })
     const response = await server.get('/ready')
@@ -81,7 +102,7 @@ describe('health and readiness', async () => {
   test('/ready gives up on a check that hangs once 2 s of its clock have passed', async () => {
     const clock = fakeClock()
     const hanging = { ping: () => new Promise(() => {}) } as unknown as Redis
-    const routes = healthRoutes({ db: seeded.db, redis: hanging, clock, quotaMode: () => 'degraded', snapshot: () => null })
+    const routes = healthRoutes({ db: seeded.db, redis: hanging, clock, source: tinySource(), quotaMode: () => 'degraded', snapshot: () => null })
     let answered = false
     const answer = routes.handle(new Request('http://localhost/ready')).then((response) => ((answered = true), response))
     // The database check has answered (its bound is gone); the Redis one waits on its own.

@@ -4,7 +4,9 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { lastSyncPerTier } from '../../jobs/runs'
 import { type Clock, withTimeout } from '../../shared/clock'
+import { LiteralUnion } from '../../shared/model'
 import { isCatalogEmpty } from '../ingest/service'
+import { SOURCE_NAMES } from '../ingest/source'
 import type { SnapshotStatus } from '../snapshot/store'
 
 const Check = Type.Union([Type.Literal('ok'), Type.Literal('empty'), Type.Literal('error'), Type.Literal('not_configured')])
@@ -55,6 +57,24 @@ const Readiness = Type.Object({
     },
     { description: 'The price sync schedule as this node sees it' },
   ),
+  source: Type.Object(
+    {
+      name: LiteralUnion(SOURCE_NAMES, {
+        description: "`demo`: generated data; `tcgcsv`: the public TCGplayer catalog through the TCGCSV mirror; `http`: a marketplace speaking this service's own protocol",
+      }),
+      capabilities: Type.Object(
+        {
+          listings: Type.Boolean({
+            description: 'Live listings per condition. Without them `/v1/cards/{id}/prices/conditions` and `/v1/bulk/conditions` answer 404 `CONDITION_PRICES_UNAVAILABLE`',
+          }),
+          sales: Type.Boolean({ description: 'Daily sales. Without them `avg_sales_price` and `sales_volume` stay null in prices and history' }),
+          past_prices: Type.Boolean({ description: "Prices of past days. Without them history starts at the catalog's first sync" }),
+        },
+        { description: 'What the source provides; what it lacks is answered as unavailable, never made up' },
+      ),
+    },
+    { description: 'The marketplace source this node reads (MARKETPLACE_SOURCE), the one that filled the catalog' },
+  ),
 })
 
 const NO_SYNC = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
@@ -77,13 +97,15 @@ async function probe<T extends string>(clock: Clock, check: () => Promise<T>): P
 
 /** Liveness and readiness for load balancers and orchestrators. */
 export function healthRoutes(
-  deps: Pick<Deps, 'db' | 'redis' | 'clock'> & {
+  deps: Pick<Deps, 'db' | 'redis' | 'clock' | 'source'> & {
     quotaMode: () => 'shared' | 'local' | 'degraded'
     snapshot: () => SnapshotStatus | null
     /** Absent on a node that runs no scheduler (tests): it does not lead. */
     isLeader?: () => boolean
   },
 ) {
+  const { name, capabilities } = deps.source
+  const source = { name, capabilities: { listings: capabilities.listings, sales: capabilities.sales, past_prices: capabilities.pastPrices } }
   return new Elysia({ name: 'health-routes' })
     .get('/health', () => ({ status: 'ok' as const }), {
       response: { 200: Type.Object({ status: Type.Literal('ok') }) },
@@ -122,6 +144,7 @@ export function healthRoutes(
           checks: { database: database ? ('ok' as const) : ('error' as const), data, redis, quota },
           snapshot,
           jobs: { leader: deps.isLeader?.() ?? false, last_sync: lastSync },
+          source,
         }
       },
       {
@@ -141,7 +164,11 @@ export function healthRoutes(
             'hour; everything else answers 503 `SERVICE_UNAVAILABLE`). 503 `not_ready` when the catalog is empty or no ' +
             'snapshot exists yet. Each check gives up after 2 s, so this answers within about 2 s even then. `snapshot` ' +
             'gives its version, source, build time and age; `jobs` whether this node leads the scheduled syncs and, per ' +
-            'update tier, when its games were last synced.',
+            'update tier, when its games were last synced. `source` names the marketplace source and what it provides, on ' +
+            'which parts of the API depend: without `listings`, condition prices (one card\'s and bulk) answer 404 ' +
+            '`CONDITION_PRICES_UNAVAILABLE`; without `sales`, `avg_sales_price` and `sales_volume` stay null; without ' +
+            "`past_prices`, history starts at the catalog's first sync. `demo` and `http` provide all three; `tcgcsv` " +
+            'has no listings or sales.',
         },
       },
     )

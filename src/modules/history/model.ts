@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { LiteralUnion, PathParams, QueryInt, QueryParams } from '../../shared/model'
+import { ReportedMoney } from '../catalog/model'
 
 /** The spec's History row: one card printing's prices on one day. */
 export const HistoryRow = Type.Object(
@@ -7,7 +8,7 @@ export const HistoryRow = Type.Object(
     date: Type.String({ format: 'date', description: 'YYYY-MM-DD (UTC day)' }),
     printing: Type.String({ examples: ['Normal', 'Holofoil'] }),
     market_price: Type.Number({ description: 'USD; recorded every day' }),
-    low_price: Type.Number({ description: 'USD; recorded every day' }),
+    low_price: ReportedMoney('the lowest listing price that day'),
     avg_sales_price: Type.Union([Type.Number(), Type.Null()], {
       description: 'USD; null means not recorded yet (sales arrive 1 to 3 days late, and only for printings worth 1 USD or more)',
     }),

@@ -30,7 +30,7 @@ interface Row {
   date: string
   printing: string
   market_price: number
-  low_price: number
+  low_price: number | null
   avg_sales_price: number | null
   sales_volume: number | null
 }

@@ -66,12 +66,12 @@ export interface MarketState {
 
 /**
  * Today's market price: the reported one, or the last one kept and dated when the marketplace
- * reported none (spec: market_price_as_of). A printing that never had one starts from its median
- * listing price, so market_price is always a number.
+ * reported none (spec: market_price_as_of). A printing that never had one has none: its
+ * market_price is null, not borrowed from another price (docs/decisions.md "Prices, changes and history").
  */
-export function nextMarketState(price: SourcePrice, previous: MarketState | undefined, date: string): MarketState {
+export function nextMarketState(price: SourcePrice, previous: MarketState | undefined, date: string): MarketState | undefined {
   if (price.marketPrice !== null) return { price: price.marketPrice, asOf: date }
-  return previous ?? { price: price.midPrice, asOf: date }
+  return previous
 }
 
 /** Percent change from `past` to `current`, 2 decimals; null when there is no usable past point. */

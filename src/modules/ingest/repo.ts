@@ -2,7 +2,7 @@ import { and, eq, inArray, sql, type SQL } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
 import { canCopy, copyIn } from '../../db/binary-copy'
 import { type Database, type Executor, runWithoutStatementTimeout, selectRows } from '../../db/client'
-import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
+import { cardPrices, cards, games, marketplaceRequests, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
 // Every write is batched and idempotent: upserts touch a row only when a value differs, so a
@@ -49,7 +49,7 @@ export async function upsertGames(db: Executor, rows: GameRow[]): Promise<Map<nu
       .values(rows)
       .onConflictDoUpdate({
         target: games.marketplaceCategoryId,
-        ...upsertChanges(columnsOf(games, ['name', 'slug', 'kind', 'priority'])),
+        ...upsertChanges(columnsOf(games, ['name', 'slug', 'kind', 'priority', 'imageUrl'])),
       })
   }
   const ids = await db.select({ id: games.id, categoryId: games.marketplaceCategoryId }).from(games)
@@ -63,7 +63,7 @@ export async function upsertSets(db: Executor, gameId: number, rows: SetRow[]): 
       .values(batch)
       .onConflictDoUpdate({
         target: sets.marketplaceGroupId,
-        ...upsertChanges(columnsOf(sets, ['gameId', 'name', 'slug', 'abbreviation', 'releaseDate'])),
+        ...upsertChanges(columnsOf(sets, ['gameId', 'name', 'slug', 'abbreviation', 'releaseDate', 'imageUrl'])),
       })
   }
   const ids = await db
@@ -71,6 +71,27 @@ export async function upsertSets(db: Executor, gameId: number, rows: SetRow[]): 
     .from(sets)
     .where(eq(sets.gameId, gameId))
   return new Map(ids.map((row) => [row.groupId, row.id]))
+}
+
+/** A PostgreSQL array literal of texts, bound as one parameter. */
+const textArray = (values: string[]) => `{${values.map((value) => `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`).join(',')}}`
+
+/** The marketplace's `modifiedOn` each of the game's groups had when its products were last stored. */
+export async function findProductsModifiedOn(db: Executor, gameId: number): Promise<Map<number, string>> {
+  const rows = await db
+    .select({ groupId: sets.marketplaceGroupId, modifiedOn: sets.productsModifiedOn })
+    .from(sets)
+    .where(eq(sets.gameId, gameId))
+  return new Map(rows.flatMap((row) => (row.modifiedOn === null ? [] : [[row.groupId, row.modifiedOn] as const])))
+}
+
+/** Records that these groups' products were stored as of their `modifiedOn`. */
+export async function markProductsStored(db: Executor, groups: { groupId: number; modifiedOn: string }[]): Promise<void> {
+  if (groups.length === 0) return
+  await db.execute(sql`
+    update ${sets} s set products_modified_on = g.modified_on
+    from unnest(${`{${groups.map((g) => g.groupId).join(',')}}`}::int[], ${textArray(groups.map((g) => g.modifiedOn))}::text[]) as g(group_id, modified_on)
+    where s.marketplace_group_id = g.group_id and s.products_modified_on is distinct from g.modified_on`)
 }
 
 const CARD_FIELDS = [
@@ -147,8 +168,6 @@ export function marketStates(current: Map<string, CurrentPrice>): Map<string, Ma
   return states
 }
 
-/** A PostgreSQL array literal of texts, bound as one parameter. */
-const textArray = (values: string[]) => `{${values.map((value) => `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`).join(',')}}`
 
 /**
  * Market prices of these printings on the given dates: `key → date → price`. Probes the history
@@ -272,7 +291,7 @@ export type EmitHistory = (
   printing: string,
   date: string,
   marketPrice: number,
-  lowPrice: number,
+  lowPrice: number | null,
   avgSalesPrice: number | null,
   salesVolume: number | null,
 ) => void
@@ -447,10 +466,24 @@ export async function startSyncRun(db: Executor, gameId: number, priceDate: stri
 export async function finishSyncRun(
   db: Executor,
   id: number,
-  outcome: { status: 'succeeded' | 'failed'; stats?: Record<string, number>; error?: string; now: Date },
+  outcome: { status: 'succeeded' | 'partial' | 'failed'; stats?: Record<string, number>; error?: string; now: Date },
 ): Promise<void> {
   await db
     .update(syncRuns)
     .set({ status: outcome.status, stats: outcome.stats, error: outcome.error, finishedAt: outcome.now })
     .where(eq(syncRuns.id, id))
+}
+
+/** Adds `requests` to the day's count of marketplace requests (one statement: nodes add theirs concurrently). */
+export async function addMarketplaceRequests(db: Executor, day: string, requests: number): Promise<void> {
+  await db
+    .insert(marketplaceRequests)
+    .values({ day, requests })
+    .onConflictDoUpdate({ target: marketplaceRequests.day, set: { requests: sql`${marketplaceRequests.requests} + ${requests}` } })
+}
+
+/** Requests counted against the day's budget so far. */
+export async function marketplaceRequestsOn(db: Executor, day: string): Promise<number> {
+  const [row] = await db.select({ requests: marketplaceRequests.requests }).from(marketplaceRequests).where(eq(marketplaceRequests.day, day))
+  return row?.requests ?? 0
 }

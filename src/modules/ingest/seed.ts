@@ -1,25 +1,33 @@
 import { createProgress } from '../../shared/progress'
+import { claimCatalog } from './catalog-source'
 import { DEFAULT_BACKFILL } from './normalize'
-import { type SyncDeps, type SyncSummary, syncGames } from './service'
+import { isCatalogEmpty, type SyncDeps, type SyncSummary, syncGames } from './service'
 
 /**
- * Fills an empty catalog from the source: history from 2025-03-02 (weekly, then daily for the last
- * 60 days) first, then today's prices, game by game with progress. The same source and date always
+ * Fills an empty catalog from the source, game by game with progress, and records the source as
+ * the catalog's (refusing one another source filled). A source with past prices first fills history
+ * from 2025-03-02 (weekly, then daily for the last 60 days); one without starts history today, as
+ * a regular sync would, rather than date today's prices back. The same source and date always
  * yield the same data.
  */
 export async function seedCatalog(deps: SyncDeps, options: { gameSlugs?: string[] } = {}): Promise<SyncSummary> {
+  await claimCatalog(deps.db, deps.source.name, deps.clock.now())
   const progress = createProgress(deps.logger, deps.clock, 'seed')
   const summary = await syncGames(deps, {
     gameSlugs: options.gameSlugs,
-    backfill: DEFAULT_BACKFILL,
+    backfill: deps.source.capabilities.pastPrices ? DEFAULT_BACKFILL : undefined,
     onProgress: ({ game, done, total }) => progress.update(done, total, game),
   })
   progress.done(`seeded ${summary.games.length - summary.failed} games for ${summary.date} (${summary.failed} failed)`)
   return summary
 }
 
-/** A regular sync of today's prices, with progress; `tiers` limits it to games of those priority tiers. */
+/**
+ * A regular sync of today's prices, with progress; `tiers` limits it to games of those priority
+ * tiers. Refused on a catalog another source filled; the first sync of an empty one records its source.
+ */
 export async function syncCatalog(deps: SyncDeps, options: { gameSlugs?: string[]; tiers?: number[] } = {}): Promise<SyncSummary> {
+  await claimCatalog(deps.db, deps.source.name, deps.clock.now())
   const progress = createProgress(deps.logger, deps.clock, 'sync')
   const summary = await syncGames(deps, {
     gameSlugs: options.gameSlugs,
@@ -28,4 +36,33 @@ export async function syncCatalog(deps: SyncDeps, options: { gameSlugs?: string[
   })
   progress.done(`synced ${summary.games.length - summary.failed} games for ${summary.date} (${summary.failed} failed)`)
   return summary
+}
+
+/** What a server start found: a catalog to serve, one it just filled, or an empty one it left alone. */
+export type CatalogAtStart = 'filled' | 'seeded' | 'left-empty'
+
+/**
+ * The catalog as a server start needs it (docs/decisions.md "The catalog keeps its source"): a
+ * filled one must be the configured source's; an empty one is filled through the source before the
+ * server listens, except with the demo source when `demoData` is off (the default with DATABASE_URL),
+ * which leaves it empty and logs how to fill it: invented prices never land in such a database unasked.
+ */
+export async function prepareCatalog(deps: SyncDeps, options: { demoData: boolean }): Promise<CatalogAtStart> {
+  const { source, logger } = deps
+  if (!(await isCatalogEmpty(deps.db))) {
+    await claimCatalog(deps.db, source.name, deps.clock.now())
+    return 'filled'
+  }
+  if (source.name === 'demo' && !options.demoData) {
+    logger.warn(
+      'empty catalog, and the demo source does not fill a DATABASE_URL database unasked: set MARKETPLACE_SOURCE=tcgcsv for real ' +
+        'prices, or run `bun src/cli.ts seed` (or start with DEMO_DATA=true) for generated demo data. Scheduled syncs stay off ' +
+        'until a start finds the catalog filled',
+    )
+    return 'left-empty'
+  }
+  if (source.name === 'demo') logger.info('empty catalog: seeding generated demo data (not real market data)')
+  else logger.info({ source: source.name }, `empty catalog: loading it from the ${source.name} source`)
+  await seedCatalog(deps)
+  return 'seeded'
 }

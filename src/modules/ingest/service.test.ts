@@ -260,8 +260,9 @@ describe('a failure mid-sync', async () => {
   const { db } = await freshDatabase('seeded')
   const real = tinySource()
   const pokemon = (await real.listGames()).find((g) => g.slug === 'pokemon')!
-  const [, secondSet] = await real.listSets(pokemon.categoryId)
-  // Fails after the game's sets and cards were written and its first set's prices were read.
+  const pokemonSets = await real.listSets(pokemon.categoryId)
+  const failingGroups = new Set<number>()
+  // Fails the chosen groups' prices, after the game's sets were written.
   const failing: MarketplaceSource = {
     ...real,
     listGames: () => real.listGames(),
@@ -270,34 +271,68 @@ describe('a failure mid-sync', async () => {
     listSales: (id, date) => real.listSales(id, date),
     listListings: (id) => real.listListings(id),
     listPrices: async (groupId, date) => {
-      if (groupId === secondSet!.groupId) throw new Error('marketplace timed out')
+      if (failingGroups.has(groupId)) throw new Error('marketplace timed out')
       return real.listPrices(groupId, date)
     },
   }
+  const pokemonPrices = (groupId?: number) =>
+    db
+      .select({ price: cardPrices })
+      .from(cardPrices)
+      .innerJoin(cards, eq(cards.id, cardPrices.cardId))
+      .innerJoin(games, eq(games.id, cards.gameId))
+      .innerJoin(sets, eq(sets.id, cards.setId))
+      .where(and(eq(games.slug, 'pokemon'), groupId === undefined ? undefined : eq(sets.marketplaceGroupId, groupId)))
+      .orderBy(asc(cardPrices.cardId), asc(cardPrices.printing))
+      .then((rows) => rows.map((row) => row.price))
+  const historyOn = async (date: string, groupId: number) => {
+    const [row] = await db
+      .select({ n: count() })
+      .from(priceHistory)
+      .innerJoin(cards, eq(cards.id, priceHistory.cardId))
+      .innerJoin(sets, eq(sets.id, cards.setId))
+      .where(and(eq(priceHistory.date, date), eq(sets.marketplaceGroupId, groupId)))
+    return row!.n
+  }
 
-  test('rolls the failing game back to its previous data and goes on with the others', async () => {
-    const pokemonCards = db.select({ id: cards.id }).from(cards).innerJoin(games, eq(games.id, cards.gameId)).where(eq(games.slug, 'pokemon'))
-    const pokemonPrices = () =>
-      db.select().from(cardPrices).where(inArray(cardPrices.cardId, pokemonCards)).orderBy(asc(cardPrices.cardId), asc(cardPrices.printing))
-    const [gameBefore] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
-    const pricesBefore = await pokemonPrices()
+  test('a failing group keeps its previous data; the other groups of the game and the other games go on', async () => {
+    const [firstSet, secondSet] = pokemonSets
+    failingGroups.add(secondSet!.groupId)
+    const secondBefore = await pokemonPrices(secondSet!.groupId)
+    const firstBefore = await pokemonPrices(firstSet!.groupId)
 
     const summary = await syncGames({ db, source: failing, clock: tomorrowClock, logger: testLogger })
 
+    expect(summary.failed).toBe(0)
+    expect(summary.partial).toBe(1)
+    const result = summary.games.find((g) => g.slug === 'pokemon')!
+    expect(result.status).toBe('partial')
+    expect(result.error).toBe(`1 of ${pokemonSets.length} groups failed (first: marketplace timed out)`)
+    expect(result.stats).toMatchObject({ groups_failed: 1, sets: pokemonSets.length })
+    expect(await pokemonPrices(secondSet!.groupId)).toEqual(secondBefore)
+    expect(await historyOn(TOMORROW, secondSet!.groupId)).toBe(0)
+    const firstAfter = await pokemonPrices(firstSet!.groupId)
+    expect(firstAfter.length).toBe(firstBefore.length)
+    expect(firstAfter.every((row) => row.lastUpdatedAt.getTime() === tomorrowClock.now().getTime())).toBe(true)
+    expect(await historyOn(TOMORROW, firstSet!.groupId)).toBeGreaterThan(0)
+    expect(summary.games.filter((g) => g.slug !== 'pokemon').every((g) => g.status === 'succeeded')).toBe(true)
+    const runs = await db.select().from(syncRuns).where(eq(syncRuns.status, 'partial'))
+    expect(runs).toHaveLength(1)
+    expect(runs[0]!.error).toBe(result.error!)
+  }, 60_000) // a whole sync: 14 s seen with both cores busy
+
+  test('a game whose every group fails is rolled back to its previous data and recorded failed', async () => {
+    for (const set of pokemonSets) failingGroups.add(set.groupId)
+    const [gameBefore] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
+    const pricesBefore = await pokemonPrices()
+    const dayAfter = clockWithWall(() => new Date(TEST_NOW.getTime() + 2 * 86_400_000))
+
+    const summary = await syncGames({ db, source: failing, clock: dayAfter, logger: testLogger }, { gameSlugs: ['pokemon'] })
+
     expect(summary.failed).toBe(1)
-    expect(summary.games.find((g) => g.slug === 'pokemon')).toMatchObject({ status: 'failed', error: 'marketplace timed out' })
+    expect(summary.games[0]).toMatchObject({ slug: 'pokemon', status: 'failed', error: `every group failed (${pokemonSets.length}); first: marketplace timed out` })
     expect(await pokemonPrices()).toEqual(pricesBefore)
     const [gameAfter] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
     expect(gameAfter).toEqual(gameBefore!)
-    const [pokemonTomorrow] = await db
-      .select({ n: count() })
-      .from(priceHistory)
-      .where(and(eq(priceHistory.date, TOMORROW), inArray(priceHistory.cardId, pokemonCards)))
-    expect(pokemonTomorrow!.n).toBe(0)
-    const [othersTomorrow] = await db.select({ n: count() }).from(priceHistory).where(eq(priceHistory.date, TOMORROW))
-    expect(othersTomorrow!.n).toBeGreaterThan(0)
-    const runs = await db.select().from(syncRuns).where(eq(syncRuns.status, 'failed'))
-    expect(runs).toHaveLength(1)
-    expect(runs[0]!.error).toBe('marketplace timed out')
-  }, 60_000) // a whole sync: 14 s seen with both cores busy
+  }, 60_000)
 })

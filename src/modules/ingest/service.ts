@@ -15,7 +15,8 @@ import {
   toCardRow,
 } from './normalize'
 import * as repo from './repo'
-import type { MarketplaceSource, SourceGame, SourcePrice, SourceSale } from './source'
+import type { MarketplaceSource, SourceGame, SourcePrice, SourceProduct, SourceSale, SourceSet } from './source'
+import { MarketplaceError } from './sources/request'
 
 export interface SyncDeps {
   db: Database
@@ -43,7 +44,11 @@ export interface SyncOptions {
 
 export interface GameSyncResult {
   slug: string
-  status: 'succeeded' | 'failed'
+  /**
+   * partial: some of the game's groups failed, or the day's request budget ran out; what was
+   * fetched is stored, the rest keeps its previous data and is fetched again by the next run.
+   */
+  status: 'succeeded' | 'partial' | 'failed'
   stats?: Record<string, number>
   error?: string
 }
@@ -52,7 +57,8 @@ export interface SyncSummary {
   date: string
   games: GameSyncResult[]
   failed: number
-  /** Every printing whose market price this run changed, in the games that succeeded. */
+  partial: number
+  /** Every printing whose market price this run changed, in the games that stored anything. */
   changes: PriceChange[]
 }
 
@@ -73,7 +79,9 @@ export interface PriceChange {
 export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Promise<SyncSummary> {
   const now = deps.clock.now()
   const date = utcDate(now)
-  const selected = selectGames(await deps.source.listGames(), options.gameSlugs, options.tiers)
+  // Highest tier first: when the request budget runs out, the games that matter most are done.
+  const listed = await deps.source.listGames().finally(() => deps.source.checkpoint?.())
+  const selected = selectGames(listed, options.gameSlugs, options.tiers).sort((a, b) => b.priority - a.priority)
   const gameIds = await repo.upsertGames(
     deps.db,
     selected.map((game) => ({
@@ -82,8 +90,11 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
       slug: game.slug,
       kind: game.kind,
       priority: game.priority,
+      imageUrl: game.imageUrl ?? null,
     })),
   )
+  // Past prices exist only where the source keeps them; elsewhere history starts with this sync.
+  const backfill = deps.source.capabilities.pastPrices ? options.backfill : undefined
   const results: GameSyncResult[] = []
   const changes: PriceChange[] = []
   for (const game of selected) {
@@ -93,24 +104,36 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
       const outcome = await deps.db.transaction(async (tx) => {
         // A game's seed writes its history since 2025-03-02, and a sync waits for another node's sync of the same game.
         await liftStatementTimeout(tx)
-        return syncGame(tx, deps.source, { game, gameId, date, now, backfill: options.backfill })
+        return syncGame(tx, deps, { game, gameId, date, now, backfill })
       })
-      const stats = outcome.stats
+      const { stats, incomplete } = outcome
       for (const change of outcome.changes) changes.push(change)
-      await repo.finishSyncRun(deps.db, runId, { status: 'succeeded', stats, now: deps.clock.now() })
-      results.push({ slug: game.slug, status: 'succeeded', stats })
-      deps.logger.debug({ game: game.slug, ...stats }, 'game synced')
+      const status = incomplete ? 'partial' : 'succeeded'
+      await repo.finishSyncRun(deps.db, runId, { status, stats, error: incomplete, now: deps.clock.now() })
+      results.push({ slug: game.slug, status, stats, error: incomplete })
+      if (incomplete) deps.logger.warn({ game: game.slug, ...stats, reason: incomplete }, 'game synced in part; the rest keeps its previous data')
+      else deps.logger.debug({ game: game.slug, ...stats }, 'game synced')
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error)
-      await repo.finishSyncRun(deps.db, runId, { status: 'failed', error: message, now: deps.clock.now() })
-      results.push({ slug: game.slug, status: 'failed', error: message })
+      const status = isBudgetUsedUp(error) ? 'partial' : 'failed'
+      await repo.finishSyncRun(deps.db, runId, { status, error: message, now: deps.clock.now() })
+      results.push({ slug: game.slug, status, error: message })
       deps.logger.error({ game: game.slug, err: error }, 'game sync failed; its previous data is kept')
     }
+    await deps.source.checkpoint?.()
     options.onProgress?.({ game: game.slug, done: results.length, total: selected.length })
   }
-  if (results.some((result) => result.status === 'succeeded')) await repo.refreshStatistics(deps.db)
-  return { date, games: results, failed: results.filter((r) => r.status === 'failed').length, changes }
+  if (results.some((result) => result.stats)) await repo.refreshStatistics(deps.db)
+  return {
+    date,
+    games: results,
+    failed: results.filter((r) => r.status === 'failed').length,
+    partial: results.filter((r) => r.status === 'partial').length,
+    changes,
+  }
 }
+
+const isBudgetUsedUp = (error: unknown) => error instanceof MarketplaceError && error.kind === 'budget'
 
 function selectGames(all: SourceGame[], slugs: string[] | undefined, tiers: number[] | undefined): SourceGame[] {
   const named = !slugs
@@ -134,9 +157,19 @@ interface GameSync {
 interface GameOutcome {
   stats: Record<string, number>
   changes: PriceChange[]
+  /** Why the game was synced only in part; undefined when every group was. */
+  incomplete?: string
 }
 
-async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync): Promise<GameOutcome> {
+/** One group's answers in this sync; `products` undefined when unchanged since they were stored. */
+interface FetchedGroup {
+  set: SourceSet
+  products: SourceProduct[] | undefined
+  prices: SourcePrice[]
+}
+
+async function syncGame(tx: Executor, deps: Pick<SyncDeps, 'source' | 'logger'>, job: GameSync): Promise<GameOutcome> {
+  const { source } = deps
   const { game, gameId, date, now } = job
   await repo.lockGameForSync(tx, gameId)
 
@@ -151,16 +184,46 @@ async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync):
       slug: set.slug || slugify(set.name),
       abbreviation: set.abbreviation,
       releaseDate: set.releaseDate,
+      imageUrl: set.imageUrl ?? null,
     })),
   )
-  const cardRows: repo.CardRow[] = []
+
+  // Group by group: one that fails keeps its previous data and the others go on (docs/decisions.md "One transaction per game").
+  const storedModifiedOn = await repo.findProductsModifiedOn(tx, gameId)
+  const fetched: FetchedGroup[] = []
+  const failures: string[] = []
+  let budgetUsedUp: unknown
   for (const set of sourceSets) {
-    for (const product of await source.listProducts(set.groupId)) {
-      cardRows.push(toCardRow(product, { setId: setIds.get(set.groupId)!, gameId }, now))
+    try {
+      const unchanged = set.modifiedOn !== undefined && storedModifiedOn.get(set.groupId) === set.modifiedOn
+      const products = unchanged ? undefined : await source.listProducts(set.groupId)
+      fetched.push({ set, products, prices: await source.listPrices(set.groupId, date) })
+    } catch (error) {
+      if (isBudgetUsedUp(error)) {
+        budgetUsedUp = error
+        break
+      }
+      failures.push(error instanceof Error ? error.message : String(error))
+      deps.logger.warn({ game: game.slug, groupId: set.groupId, err: error }, 'marketplace group failed; its previous data is kept')
     }
   }
-  const cardIds = await repo.upsertCards(tx, gameId, cardRows)
-  cardRows.length = 0
+  // Nothing fetched: the game fails as a whole (or waits for the next day's budget).
+  if (fetched.length === 0 && (budgetUsedUp || failures.length > 0)) {
+    if (budgetUsedUp) throw budgetUsedUp
+    throw new Error(failures.length === 1 ? failures[0] : `every group failed (${failures.length}); first: ${failures[0]}`)
+  }
+
+  // Keyed by product: a product listed in two groups of one answer (it is moving) is written once.
+  const cardRows = new Map<number, repo.CardRow>()
+  for (const group of fetched) {
+    for (const product of group.products ?? []) cardRows.set(product.productId, toCardRow(product, { setId: setIds.get(group.set.groupId)!, gameId }, now))
+  }
+  const cardIds = await repo.upsertCards(tx, gameId, [...cardRows.values()])
+  cardRows.clear()
+  await repo.markProductsStored(
+    tx,
+    fetched.flatMap(({ set, products }) => (products && set.modifiedOn !== undefined ? [{ groupId: set.groupId, modifiedOn: set.modifiedOn }] : [])),
+  )
   await repo.addSearchWords(tx, gameId)
 
   const current = await repo.findCurrentPrices(tx, gameId)
@@ -170,60 +233,61 @@ async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync):
     const dates = backfillDates(date, job.backfill)
     const mode = (await repo.hasHistory(tx, gameId)) ? 'upsert' : 'append'
     historyRows += await repo.writeHistory(tx, { mode, withSales: true }, async (emit, flush) => {
-      for (const set of sourceSets) {
+      for (const { set } of fetched) {
         await backfillSet(source, { groupId: set.groupId, dates, salesUntil: addDays(date, -2), cardIds, market }, emit)
         await flush()
       }
     })
   }
 
-  const todays: { cardId: number; price: SourcePrice }[] = []
-  for (const set of sourceSets) {
-    for (const price of await source.listPrices(set.groupId, date)) {
+  const todays = new Map<string, { cardId: number; price: SourcePrice }>()
+  for (const group of fetched) {
+    for (const price of group.prices) {
       const cardId = cardIds.get(price.productId)
-      if (cardId !== undefined) todays.push({ cardId, price })
+      if (cardId !== undefined) todays.set(printingKey(cardId, price.printing), { cardId, price })
     }
+    group.prices = []
   }
   const [day1, day7, day30] = [addDays(date, -1), addDays(date, -7), addDays(date, -30)]
   const past = await repo.findHistoryPoints(
     tx,
-    todays.map(({ cardId, price }) => ({ cardId, printing: price.printing })),
+    [...todays.values()].map(({ cardId, price }) => ({ cardId, printing: price.printing })),
     [day1, day7, day30],
   )
   const prices: repo.PriceRow[] = []
   const changes: PriceChange[] = []
-  for (const { cardId, price } of todays) {
-    const key = printingKey(cardId, price.printing)
+  for (const [key, { cardId, price }] of todays) {
     const state = nextMarketState(price, market.get(key), date)
     const points = past.get(key)
     const previousPrice = current.get(key)?.price ?? null
-    if (previousPrice !== state.price) changes.push({ cardId, printing: price.printing, previousPrice, newPrice: state.price })
+    if (state && previousPrice !== state.price) changes.push({ cardId, printing: price.printing, previousPrice, newPrice: state.price })
     prices.push({
       cardId,
       printing: price.printing,
-      marketPrice: state.price,
-      marketPriceAsOf: state.asOf,
+      marketPrice: state?.price ?? null,
+      marketPriceAsOf: state?.asOf ?? null,
       lowPrice: price.lowPrice,
       medianPrice: price.midPrice,
       lowestWithShipping: price.directLowPrice,
       buylistPrice: price.buylistPrice,
-      priceChange24h: percentChange(state.price, points?.get(day1)),
-      priceChange7d: percentChange(state.price, points?.get(day7)),
-      priceChange30d: percentChange(state.price, points?.get(day30)),
+      priceChange24h: state ? percentChange(state.price, points?.get(day1)) : null,
+      priceChange7d: state ? percentChange(state.price, points?.get(day7)) : null,
+      priceChange30d: state ? percentChange(state.price, points?.get(day30)) : null,
       lastUpdatedAt: now,
     })
   }
-  todays.length = 0
+  todays.clear()
   current.clear()
   past.clear()
   await repo.upsertPrices(tx, prices)
+  // A day's point needs a market price: a printing that never had one gets none.
   historyRows += await repo.writeHistory(tx, { mode: 'upsert', withSales: false }, async (emit) => {
-    for (const price of prices) emit(price.cardId, price.printing, date, price.marketPrice!, price.lowPrice, null, null)
+    for (const price of prices) if (price.marketPrice != null) emit(price.cardId, price.printing, date, price.marketPrice, price.lowPrice ?? null, null, null)
   })
 
   const sales: repo.SalesRow[] = []
-  for (const salesDate of salesDatesFor(game, date)) {
-    for (const set of sourceSets) {
+  for (const salesDate of source.capabilities.sales ? salesDatesFor(game, date) : []) {
+    for (const { set } of fetched) {
       for (const sale of await source.listSales(set.groupId, salesDate)) {
         const cardId = cardIds.get(sale.productId)
         if (cardId === undefined) continue
@@ -233,16 +297,26 @@ async function syncGame(tx: Executor, source: MarketplaceSource, job: GameSync):
   }
   await repo.recordSales(tx, sales)
   await repo.finishGameSync(tx, gameId, now)
+  const skipped = Object.values(source.takeSkipped?.() ?? {}).reduce((sum, n) => sum + n, 0)
+  const incomplete = [
+    failures.length > 0 ? `${failures.length} of ${sourceSets.length} groups failed (first: ${failures[0]})` : '',
+    budgetUsedUp ? `the day's marketplace request budget ran out after ${fetched.length + failures.length} of ${sourceSets.length} groups; the next run continues` : '',
+  ].filter(Boolean).join('; ')
   return {
     stats: {
       sets: sourceSets.length,
+      groups_failed: failures.length,
+      groups_not_reached: sourceSets.length - fetched.length - failures.length,
+      products_fetched: fetched.filter((group) => group.products).length,
       cards: cardIds.size,
       prices: prices.length,
       history_rows: historyRows,
       sales_rows: sales.length,
       price_changes: changes.length,
+      rows_skipped: skipped,
     },
     changes,
+    incomplete: incomplete || undefined,
   }
 }
 
@@ -292,6 +366,7 @@ async function backfillSet(
       let points = series.get(key)
       if (!points) series.set(key, (points = { cardId, printing: price.printing, state: undefined, dates: [], market: [], low: [], avg: [], volume: [] }))
       points.state = nextMarketState(price, points.state, date)
+      if (!points.state) continue
       const sale = sales.get(`${price.productId}\u0000${price.printing}`)
       points.dates.push(dateIndex)
       points.market.push(points.state.price)
@@ -318,7 +393,7 @@ interface PrintingSeries {
   state: MarketState | undefined
   dates: number[]
   market: number[]
-  low: number[]
+  low: (number | null)[]
   avg: (number | null)[]
   volume: (number | null)[]
 }

@@ -51,6 +51,8 @@ export interface SourceGame {
   /** Update tier 0..3 (spec: Data refresh schedule). */
   priority: 0 | 1 | 2 | 3
   kind: GameKind
+  /** The game's image at the marketplace; absent when the source has none. */
+  imageUrl?: string
 }
 
 export interface SourceSet {
@@ -62,6 +64,13 @@ export interface SourceSet {
   abbreviation: string
   /** YYYY-MM-DD */
   releaseDate: string
+  /**
+   * Moves whenever the group's products change (the marketplace's `modifiedOn`); absent when the
+   * source does not say, and then products are fetched on every sync.
+   */
+  modifiedOn?: string
+  /** The set's image at the marketplace; absent when the source has none. */
+  imageUrl?: string
 }
 
 export interface SourceProduct {
@@ -79,27 +88,34 @@ export interface SourceProduct {
   shippingCategoryId: 1 | 3 | 4
   /** 1 = active, 20 = presale */
   productStatusId: 1 | 20
-  totalListings: number
+  /** Active seller listings; null when the source does not count them. */
+  totalListings: number | null
   /** Only for games that have hit points; null otherwise. */
   hp: string | null
   /** Game-kind attributes; every value a string except `energyType` (array of strings). */
   customAttributes: Record<string, string | string[]>
-  /** The printings this product exists in, in the spec's order for its game kind; never empty. */
+  /**
+   * The printings this product exists in, in the spec's order for its game kind (names it does not
+   * list after them); empty when the source has no price for the product yet.
+   */
   printings: string[]
 }
 
-/** One printing's prices on one day. */
+/**
+ * One printing's prices on one day. A price the source does not report is null and stays null in
+ * the API: a real source's gaps are never filled with made-up numbers.
+ */
 export interface SourcePrice {
   productId: number
   printing: string
   /** Lowest verified listing price. */
-  lowPrice: number
+  lowPrice: number | null
   /** Median listing price across sellers. */
-  midPrice: number
+  midPrice: number | null
   /** Median of recent sales; null when the marketplace reported none that day (the API keeps the last one). */
   marketPrice: number | null
   /** Lowest price including shipping. */
-  directLowPrice: number
+  directLowPrice: number | null
   /** What stores pay; null when no store buys it. */
   buylistPrice: number | null
 }
@@ -135,14 +151,47 @@ export interface SourceListings {
   conditionCounts: Partial<Record<ListingCondition, number>>
 }
 
+/** The marketplace sources the service can run on (MARKETPLACE_SOURCE). */
+export const SOURCE_NAMES = ['demo', 'tcgcsv', 'http'] as const
+export type SourceName = (typeof SOURCE_NAMES)[number]
+
+/**
+ * What a source can provide. A capability it lacks is declared, and the API answers that data as
+ * unavailable instead of inventing it (docs/decisions.md "Real sources declare what they lack").
+ */
+export interface SourceCapabilities {
+  /** Live listings per condition: condition prices and their re-crawl. */
+  listings: boolean
+  /** Daily sales: history's avg_sales_price and sales_volume. */
+  sales: boolean
+  /** Prices of past days: a seed backfills history. Without it history starts at the first sync. */
+  pastPrices: boolean
+}
+
 export interface MarketplaceSource {
+  /** Which source this is: recorded with the catalog it fills. */
+  readonly name: SourceName
+  readonly capabilities: SourceCapabilities
+  /**
+   * Rows the source refused since the last call (invalid, duplicated), by kind: a source that
+   * validates row by row skips bad rows instead of failing their group. Absent: it never skips.
+   */
+  takeSkipped?(): Record<string, number>
+  /**
+   * Records what the source counted (its requests against a daily budget) in the database. The
+   * sync calls it outside its transactions, after listing the games and after each game.
+   */
+  checkpoint?(): Promise<void>
   listGames(): Promise<SourceGame[]>
   listSets(categoryId: number): Promise<SourceSet[]>
   listProducts(groupId: number): Promise<SourceProduct[]>
-  /** Prices of every printing of every product of the group on `date` (YYYY-MM-DD, UTC). */
+  /**
+   * Prices of every printing of every product of the group on `date` (YYYY-MM-DD, UTC). A source
+   * without `pastPrices` answers today's whatever the date.
+   */
   listPrices(groupId: number, date: string): Promise<SourcePrice[]>
-  /** Sales of every printing of every product of the group on `date` (YYYY-MM-DD, UTC). */
+  /** Sales of every printing of every product of the group on `date` (YYYY-MM-DD, UTC); [] without `sales`. */
   listSales(groupId: number, date: string): Promise<SourceSale[]>
-  /** Current live listings of one product: a sample and the counts per condition. */
+  /** Current live listings of one product: a sample and the counts per condition. Throws without `listings`. */
   listListings(productId: number): Promise<SourceListings>
 }

@@ -1,17 +1,17 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { Id, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
-import { PRODUCT_TYPES } from '../catalog/model'
+import { PRODUCT_TYPES, ReportedMoney } from '../catalog/model'
 
 /** The spec's Bulk price row: one per card, from its primary printing (docs/decisions.md "Primary printing"). */
 export const BulkPriceRow = Type.Object(
   {
     card_id: Id,
-    market_price: Type.Union([Type.Number(), Type.Null()], {
-      description: "USD, the primary printing's (Normal when the card has one); null when never reported or the card has no prices yet",
-    }),
-    low_price: Type.Union([Type.Number(), Type.Null()], { description: "USD, the primary printing's; null when the card has no prices yet" }),
+    market_price: ReportedMoney("the primary printing's market price (Normal when the card has one)", 'the card has no prices yet'),
+    low_price: ReportedMoney("the primary printing's lowest listing price", 'the card has no prices yet'),
     foil_market_price: Type.Union([Type.Number(), Type.Null()], {
-      description: 'USD, the first foil-type printing (Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil …); null when the card has none',
+      description:
+        'USD, the market price of the first foil-type printing (Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil …) that has one; ' +
+        'null when the card has none',
     }),
     price_change_24h: Type.Union([Type.Number(), Type.Null()], { description: 'Percent (15.5 = +15.5%); null: not enough data' }),
     last_updated_at: Type.Union([Timestamp, Type.Null()]),
@@ -61,7 +61,7 @@ export const TopMoverRow = Type.Object({
   product_type: LiteralUnion(PRODUCT_TYPES),
   foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
   printing: Type.String(),
-  market_price: Type.Number({ description: 'USD' }),
+  market_price: Type.Number({ description: 'USD; a printing without a market price is never a mover' }),
   price_change: Type.Number({ description: "Percent change over the period (15.5 = +15.5%)" }),
   image_url: Type.String({ format: 'uri' }),
   marketplace_id: Id,

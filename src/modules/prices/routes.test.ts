@@ -23,14 +23,14 @@ interface BulkRow {
   last_updated_at: string | null
 }
 
-/** Every card's Bulk price row by docs/decisions.md "Primary printing", in SQL: the primary printing, and the first foil-type one. */
+/** Every card's Bulk price row by docs/decisions.md "Primary printing", in SQL: the primary printing, and the first foil-type one with a market price. */
 async function expectedBulkRows(): Promise<Map<number, BulkRow>> {
   const found = await rows<Omit<BulkRow, 'last_updated_at'> & { last_updated_at: Date | string | null }>(sql`
     select c.id as card_id, p.market_price, p.low_price, f.market_price as foil_market_price, p.price_change_24h, p.last_updated_at
     from cards c join games g on g.id = c.game_id
     left join lateral (select cp.* from card_prices cp where cp.card_id = c.id order by ${PRIMARY_PRINTING_FIRST} limit 1) p on true
     left join lateral (select cp.market_price from card_prices cp where cp.card_id = c.id and cp.printing ilike '%foil%'
-                       order by ${PRIMARY_PRINTING_FIRST} limit 1) f on true`)
+                       and cp.market_price is not null order by ${PRIMARY_PRINTING_FIRST} limit 1) f on true`)
   return new Map(
     found.map((row) => [
       row.card_id,
@@ -59,6 +59,17 @@ describe('GET /v1/bulk/prices', () => {
     expect(seen).toBe(allCardIds.length)
     // The catalog has cards without prices (presales), whose rows are all null but the id.
     expect([...expected.values()].some((row) => row.market_price === null && row.last_updated_at === null)).toBe(true)
+  })
+
+  test('any order of ids is whole JSON: every card in reverse, whichever row the snapshot stored first', async () => {
+    const expected = await expectedBulkRows()
+    const reversed = [...allCardIds].reverse()
+    for (let i = 0; i < reversed.length; i += 500) {
+      const ids = reversed.slice(i, i + 500)
+      const response = await server.get(`/v1/bulk/prices?ids=${ids.join(',')}`, withKey(proKey))
+      const body = JSON.parse(await response.text())
+      expect(body.data).toEqual(ids.map((id) => expected.get(id)))
+    }
   })
 
   test('rows in request order, a repeated id once, unknown ids in meta.not_found in request order', async () => {

@@ -58,7 +58,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
           summary: 'Current prices of up to 500 cards (Pro and Business)',
           description:
             `\`ids\`: up to ${MAX_BULK_PRICE_IDS} comma-separated card ids. One Bulk price row per distinct id, in the order asked, from ` +
-            "each card's primary printing (Normal when it has one), with the first foil-type printing's market price beside it. " +
+            "each card's primary printing (Normal when it has one), with the market price of the first foil-type printing that has one beside it. " +
             'Ids that name no card are listed in `meta.not_found`. Answered from the price snapshot, which every sync renews: ' +
             'send the `ETag` back as `If-None-Match` to get 304 until prices change. `Accept: ' +
             `${MSGPACK}\` returns the same body as msgpack.`,

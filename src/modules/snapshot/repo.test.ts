@@ -12,15 +12,20 @@ const database = TEST_DATABASE_URL ? await freshDatabase('seeded') : undefined
 describe.skipIf(!database)('snapshot source', () => {
   test('binary COPY reads the very cards and prices the SELECTs do, keys in the same order', async () => {
     const db = database!.db
-    // Every nullable price column null somewhere, as a printing never sold gives.
+    // Every nullable price column null somewhere, as a printing never sold gives, and a source that
+    // does not report listing prices.
     await db.execute(sql`update card_prices set market_price = null, market_price_as_of = null, price_change_24h = null,
                                                price_change_7d = null, price_change_30d = null
                          where card_id in (select id from cards order by id limit 5)`)
+    await db.execute(sql`update card_prices set low_price = null, median_price = null, lowest_with_shipping = null
+                         where card_id in (select id from cards order by id desc limit 5)`)
     const viaCopy = await loadSnapshotSource(db)
     const viaSelect = await loadSnapshotSource(db, { viaCopy: false })
     expect(viaCopy.prices.length).toBeGreaterThan(100)
     expect(viaCopy.prices.filter((price) => price.market_price === null && price.price_change_30d === null).length).toBeGreaterThanOrEqual(5)
     expect(viaCopy.prices.some((price) => price.buylist_price === null)).toBe(true)
+    const unreported = viaCopy.prices.filter((price) => price.low_price === null && price.median_price === null && price.lowest_with_shipping === null)
+    expect(unreported.length).toBeGreaterThanOrEqual(5)
     expect(viaCopy.cards.some((card) => card.foilOnly === 1)).toBe(true)
     expect(JSON.stringify(viaCopy)).toBe(JSON.stringify(viaSelect))
   })
@@ -59,7 +64,7 @@ describe.skipIf(!database)('snapshot source', () => {
       expect(after.fingerprint).not.toBe(before.fingerprint)
       const lowPrices = (source: typeof before) => new Map(source.prices.map((price) => [`${price.card_id} ${price.printing}`, price.low_price]))
       const [was, now] = [lowPrices(before), lowPrices(after)]
-      for (const [key, low] of now) expect(low).toBe(was.get(key)! + 1000)
+      for (const [key, low] of now) expect(low).toBe(was.get(key) === null ? null : was.get(key)! + 1000)
     } finally {
       await pool.close()
     }

@@ -154,7 +154,8 @@ export class PriceSnapshot {
         card.prices.sort((a, b) => order(a.printing, b.printing))
       }
       const primary = card.prices[0]
-      const foil = card.prices.find((price) => isFoilPrinting(price.printing))
+      // A foil printing the source never priced does not hide a later one that it did.
+      const foil = card.prices.find((price) => isFoilPrinting(price.printing) && price.market_price !== null)
       bulkRows.push({
         card_id: card.id,
         market_price: primary?.market_price ?? null,
@@ -288,12 +289,14 @@ export class PriceSnapshot {
 
 /**
  * The rows as one JSON array, `[{…},{…}]`, in one JSON.stringify (a call per row cost a third more,
- * with a byteLength each), and where each row lies in it: from the byte before it (`[` or the
- * comma that bulkJson's answers start with) to its closing brace. A row holds numbers, nulls and
- * one ISO timestamp, never a `}` inside it, so the braces mark the rows; the count is checked.
+ * with a byteLength each), and where each row lies in it: from the comma before it to its closing
+ * brace. A row holds numbers, nulls and one ISO timestamp, never a `}` inside it, so the braces
+ * mark the rows; the count is checked.
  */
 function serialiseBulkRows(rows: BulkPriceRow[]): { bulkBuffer: Buffer; bulkIndex: BulkIndex } {
   const bulkBuffer = Buffer.from(JSON.stringify(rows))
+  // The array's `[` becomes a comma like every other row's: the first row stored may be asked for after others.
+  bulkBuffer[0] = 0x2c
   const bulkIndex = new BulkIndex(rows.length)
   let start = 0
   let row = 0

@@ -14,7 +14,7 @@ import {
   type SourceSale,
   type SourceSet,
 } from '../source'
-import { createDemoSource, DEMO_SCALES, type DemoScale, LISTING_SAMPLE_SIZE, PRESALE_DAYS } from './demo'
+import { createDemoSource, DEMO_SCALES, type DemoMarketplace, type DemoPrice, type DemoProduct, type DemoScale, LISTING_SAMPLE_SIZE, PRESALE_DAYS } from './demo'
 
 const NOW = new Date('2026-11-21T15:30:00Z')
 const TODAY = '2026-11-21'
@@ -23,16 +23,16 @@ const WEEK_AGO = '2026-11-14'
 interface Catalog {
   games: SourceGame[]
   sets: SourceSet[]
-  products: SourceProduct[]
+  products: DemoProduct[]
   gameOfGroup: Map<number, SourceGame>
   setOfGroup: Map<number, SourceSet>
 }
 
-function tinySource(seed?: number): MarketplaceSource {
+function tinySource(seed?: number): DemoMarketplace {
   return createDemoSource({ scale: 'tiny', seed, now: () => NOW })
 }
 
-async function loadCatalog(source: MarketplaceSource): Promise<Catalog> {
+async function loadCatalog(source: DemoMarketplace): Promise<Catalog> {
   const games = await source.listGames()
   const catalog: Catalog = { games, sets: [], products: [], gameOfGroup: new Map(), setOfGroup: new Map() }
   for (const game of games) {
@@ -50,7 +50,7 @@ function groupIds(catalog: Catalog): number[] {
   return catalog.sets.map((set) => set.groupId)
 }
 
-async function pricesOn(source: MarketplaceSource, groups: number[], date: string): Promise<SourcePrice[]> {
+async function pricesOn(source: DemoMarketplace, groups: number[], date: string): Promise<DemoPrice[]> {
   return (await Promise.all(groups.map((groupId) => source.listPrices(groupId, date)))).flat()
 }
 

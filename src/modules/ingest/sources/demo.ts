@@ -594,7 +594,7 @@ function cardAttributes(kind: GameKind, draw: Draw, tier: number): Record<string
 // Products
 
 interface GeneratedProduct {
-  product: SourceProduct
+  product: DemoProduct
   /** Noise-free price per printing, aligned with product.printings. */
   basePrices: number[]
 }
@@ -701,7 +701,7 @@ function generateCard(context: SetContext, index: number, usedNames: Set<string>
   const customAttributes = cardAttributes(game.kind, draw, cardRarity.tier)
   if (famous && game.kind === 'creature') customAttributes.energyType = [famous.energyType]
   const hp = customAttributes.hp
-  const product: SourceProduct = {
+  const product: DemoProduct = {
     productId,
     groupId: plan.set.groupId,
     name,
@@ -727,7 +727,7 @@ function generateSealed(context: SetContext, index: number, spec: SealedSpec, bo
   const productId = productIdOf(plan.set.groupId, index)
   const draw = context.root.child(Tag.product, productId)
   const name = `${plan.set.name} ${spec.suffix}`
-  const product: SourceProduct = {
+  const product: DemoProduct = {
     productId,
     groupId: plan.set.groupId,
     name,
@@ -746,7 +746,7 @@ function generateSealed(context: SetContext, index: number, spec: SealedSpec, bo
   return { product, basePrices: [boxPrice * draw.between('box-multiple', ...spec.boxMultiple)] }
 }
 
-function cloneProduct(product: SourceProduct): SourceProduct {
+function cloneProduct(product: DemoProduct): DemoProduct {
   const customAttributes: Record<string, string | string[]> = {}
   for (const [key, value] of Object.entries(product.customAttributes)) customAttributes[key] = Array.isArray(value) ? [...value] : value
   return { ...product, printings: [...product.printings], customAttributes }
@@ -804,7 +804,7 @@ function marketValue(draw: Draw, basePrice: number, day: number): number {
   return basePrice * Math.exp(priceNoise(draw, day) + spikeOffset(draw, day))
 }
 
-function priceRecord(productId: number, printing: string, draw: Draw, basePrice: number, day: number): SourcePrice {
+function priceRecord(productId: number, printing: string, draw: Draw, basePrice: number, day: number): DemoPrice {
   const market = marketValue(draw, basePrice, day)
   const midPrice = money(market * draw.between('mid-spread', 1.01, 1.12, day))
   const lowPrice = Math.min(midPrice, money(market * draw.between('low-discount', 0.78, 0.98, day)))
@@ -983,6 +983,8 @@ function trades(plan: SetPlan, date: string): boolean {
 }
 
 class DemoSource implements MarketplaceSource {
+  readonly name = 'demo'
+  readonly capabilities = { listings: true, sales: true, pastPrices: true }
   private readonly root: Draw
   private readonly setPlans = new Map<number, SetPlan[]>()
   /** Least recently used first (Map keeps insertion order). */
@@ -1006,11 +1008,11 @@ class DemoSource implements MarketplaceSource {
       .sort((a, b) => (a.releaseDate === b.releaseDate ? a.groupId - b.groupId : a.releaseDate < b.releaseDate ? -1 : 1))
   }
 
-  async listProducts(groupId: number): Promise<SourceProduct[]> {
+  async listProducts(groupId: number): Promise<DemoProduct[]> {
     return this.group(groupId)?.products.map((item) => cloneProduct(item.product)) ?? []
   }
 
-  async listPrices(groupId: number, date: string): Promise<SourcePrice[]> {
+  async listPrices(groupId: number, date: string): Promise<DemoPrice[]> {
     return this.perPrinting(groupId, date, () => true, priceRecord)
   }
 
@@ -1083,7 +1085,24 @@ class DemoSource implements MarketplaceSource {
 }
 
 /** A deterministic synthetic marketplace: same scale and seed, same catalog and prices. */
-export function createDemoSource(options: DemoSourceOptions): MarketplaceSource {
+/** The demo marketplace reports every listing price (only the market price goes quiet some days). */
+export interface DemoPrice extends SourcePrice {
+  lowPrice: number
+  midPrice: number
+  directLowPrice: number
+}
+
+/** The demo marketplace counts every product's listings. */
+export interface DemoProduct extends SourceProduct {
+  totalListings: number
+}
+
+export interface DemoMarketplace extends MarketplaceSource {
+  listProducts(groupId: number): Promise<DemoProduct[]>
+  listPrices(groupId: number, date: string): Promise<DemoPrice[]>
+}
+
+export function createDemoSource(options: DemoSourceOptions): DemoMarketplace {
   const shape: ScaleShape | undefined = SCALE_SHAPES[options.scale]
   // Callers outside TypeScript (env vars, CLI flags) can pass anything; fail at construction, not mid-sync.
   if (!shape) throw new Error(`unknown demo scale "${options.scale}"; expected one of ${DEMO_SCALES.join(', ')}`)

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { type Fault, type FakeMarketplace, startFakeMarketplace } from '../../../../test/fixtures/fake-marketplace'
+import { freshDatabase, testLogger } from '../../../../test/helpers/db'
 import { TEST_NOW } from '../../../../test/helpers/env'
 import { spawnUntilListening } from '../../../../test/helpers/process'
 import { loadConfig } from '../../../config'
@@ -67,6 +68,7 @@ const ids = { categoryId: pokemon.categoryId, groupId: firstSet!.groupId, produc
 
 describe('http source against a healthy marketplace', async () => {
   const market = await started()
+  const { db } = await freshDatabase('empty')
   const source = createHttpSource({ url: market.url, timeoutMs: 2_000, clock: unhurried })
 
   test('every method answers exactly what the source behind the marketplace answers', async () => {
@@ -106,11 +108,12 @@ describe('http source against a healthy marketplace', async () => {
   })
 
   test('MARKETPLACE_URL makes the service read this marketplace; without it the demo answers', async () => {
-    const viaConfig = marketplaceSource(loadConfig({ MARKETPLACE_URL: market.url, MARKETPLACE_TIMEOUT_MS: '500' }), unhurried)
+    const deps = { db, clock: unhurried, logger: testLogger }
+    const viaConfig = marketplaceSource(loadConfig({ MARKETPLACE_URL: market.url, MARKETPLACE_TIMEOUT_MS: '500' }), deps)
     const before = market.requests('/categories')
     expect(await viaConfig.listGames()).toEqual(games)
     expect(market.requests('/categories')).toBe(before + 1)
-    const builtIn = marketplaceSource(loadConfig({ DEMO_SCALE: 'tiny' }), unhurried)
+    const builtIn = marketplaceSource(loadConfig({ DEMO_SCALE: 'tiny' }), deps)
     expect(await builtIn.listListings(ids.productId)).toEqual(await demo.listListings(ids.productId))
     expect(market.requests('/categories')).toBe(before + 1)
   })
@@ -244,6 +247,8 @@ describe('http source against a failing marketplace', async () => {
 /** A source whose answers are the demo's with one defect, served through a real fake marketplace. */
 function defective(change: Partial<MarketplaceSource>): MarketplaceSource {
   return {
+    name: demo.name,
+    capabilities: demo.capabilities,
     listGames: () => demo.listGames(),
     listSets: (id) => demo.listSets(id),
     listProducts: (id) => demo.listProducts(id),

@@ -1,46 +1,18 @@
 /**
  * A MarketplaceSource over HTTP, speaking the protocol of `serve.ts`. The marketplace is outside our
- * control, so every request is bounded (time, size, no redirects) and every answer is checked
- * against the source's shapes before anything downstream sees it: a wrong shape, a price that is
- * not a positive finite number, an unknown condition or rows of another product are refused, never
+ * control, so every request is bounded (request.ts) and every answer is checked against the
+ * source's shapes before anything downstream sees it: a wrong shape, a price that is not a
+ * positive finite number, an unknown condition or rows of another product are refused, never
  * stored. Every failure is one MarketplaceError saying which kind it was.
  */
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
 import type { Clock } from '../../../shared/clock'
 import { CONDITIONS, SEALED_CONDITION, type MarketplaceSource } from '../source'
+import { type Fetch, getJson, MarketplaceError } from './request'
 import { marketplacePaths } from './serve'
 
-export type MarketplaceErrorKind =
-  /** No answer within the timeout (connecting, waiting or reading the body). */
-  | 'timeout'
-  /** No connection, or the connection broke. */
-  | 'unavailable'
-  /** An answer other than 2xx (redirects included: they are not followed). */
-  | 'status'
-  /** A 2xx answer that is too large, not JSON, or not the shape and values the protocol promises. */
-  | 'malformed'
-
-/**
- * The marketplace failed. The message names the request's path and what went wrong, never the base
- * URL (it may carry credentials) nor the answer's values.
- */
-export class MarketplaceError extends Error {
-  override readonly name = 'MarketplaceError'
-
-  constructor(
-    readonly kind: MarketplaceErrorKind,
-    /** The protocol path requested, e.g. `/groups/3/prices?date=2026-11-20`. */
-    readonly path: string,
-    detail: string,
-    /** The HTTP status, for kind 'status'. */
-    readonly status?: number,
-  ) {
-    super(`marketplace GET ${path}: ${detail}`)
-  }
-}
-
-export type Fetch = (url: string, init: RequestInit) => Promise<Response>
+export { type Fetch, MarketplaceError, type MarketplaceErrorKind } from './request'
 
 export interface HttpSourceOptions {
   /** The marketplace's base URL; protocol paths are appended to it. */
@@ -104,10 +76,10 @@ const Product = Type.Object({
 const PriceRow = Type.Object({
   productId: Id,
   printing: Printing,
-  lowPrice: Price,
-  midPrice: Price,
+  lowPrice: Type.Union([Price, Type.Null()]),
+  midPrice: Type.Union([Price, Type.Null()]),
   marketPrice: Type.Union([Price, Type.Null()]),
-  directLowPrice: Price,
+  directLowPrice: Type.Union([Price, Type.Null()]),
   buylistPrice: Type.Union([Price, Type.Null()]),
 })
 
@@ -161,39 +133,10 @@ const answers = {
 /** A MarketplaceSource reading the marketplace at `options.url`. Creating it sends nothing. */
 export function createHttpSource(options: HttpSourceOptions): MarketplaceSource {
   const base = options.url.replace(/\/+$/, '')
-  const fetchAnswer = options.fetch ?? ((url, init) => fetch(url, init))
-  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES
+  const request = { ...options, maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES }
 
   async function get<T extends TSchema>(path: string, answer: TypeCheck<TObject<{ results: T }>>): Promise<Static<T>> {
-    const deadline = new AbortController()
-    const timer = options.clock.after(options.timeoutMs, () => deadline.abort(new DOMException('no answer in time', 'TimeoutError')), { unref: true })
-    try {
-      return await read(path, answer, deadline.signal)
-    } finally {
-      timer.cancel()
-    }
-  }
-
-  /** One request, aborted by `signal` (its deadline) wherever it is: connecting, waiting or reading the body. */
-  async function read<T extends TSchema>(path: string, answer: TypeCheck<TObject<{ results: T }>>, signal: AbortSignal): Promise<Static<T>> {
-    let response: Response
-    try {
-      response = await fetchAnswer(base + path, { signal, redirect: 'manual', headers: { accept: 'application/json' } })
-    } catch (error) {
-      throw transportFailure(path, signal, error, options.timeoutMs)
-    }
-    if (response.status < 200 || response.status > 299) {
-      await response.body?.cancel().catch(() => {})
-      const redirect = response.status >= 300 && response.status < 400 ? ' (redirects are not followed)' : ''
-      throw new MarketplaceError('status', path, `answered ${response.status}${redirect}`, response.status)
-    }
-    const text = await readBody(response, path, signal, maxBodyBytes, options.timeoutMs)
-    let body: unknown
-    try {
-      body = JSON.parse(text)
-    } catch {
-      throw new MarketplaceError('malformed', path, 'answer is not valid JSON')
-    }
+    const body = await getJson(base, path, request)
     if (!isAnswer(answer, body)) {
       const first = answer.Errors(body).First()
       throw new MarketplaceError('malformed', path, `answer refused at ${first?.path || '/'}: ${first?.message ?? 'wrong shape'}`)
@@ -202,6 +145,9 @@ export function createHttpSource(options: HttpSourceOptions): MarketplaceSource 
   }
 
   return {
+    name: 'http',
+    // The protocol carries every kind of data; a marketplace without some answers it empty.
+    capabilities: { listings: true, sales: true, pastPrices: true },
     async listGames() {
       const path = marketplacePaths.categories()
       const games = await get(path, answers.games)
@@ -245,51 +191,6 @@ export function createHttpSource(options: HttpSourceOptions): MarketplaceSource 
 
 function isAnswer<T extends TSchema>(answer: TypeCheck<TObject<{ results: T }>>, body: unknown): body is { results: Static<T> } {
   return answer.Check(body)
-}
-
-function transportFailure(path: string, signal: AbortSignal, error: unknown, timeoutMs: number): MarketplaceError {
-  if (signal.aborted) return new MarketplaceError('timeout', path, `no answer within ${timeoutMs} ms`)
-  // Only the error's code: its message may repeat the full URL.
-  const code = typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? ` (${error.code})` : ''
-  return new MarketplaceError('unavailable', path, `connection failed${code}`)
-}
-
-/** The body as text, refused beyond `maxBodyBytes` and cut off by the same deadline as the request. */
-async function readBody(response: Response, path: string, signal: AbortSignal, maxBodyBytes: number, timeoutMs: number): Promise<string> {
-  const declared = Number(response.headers.get('content-length'))
-  if (declared > maxBodyBytes) {
-    await response.body?.cancel().catch(() => {})
-    throw new MarketplaceError('malformed', path, `answer larger than ${maxBodyBytes} bytes`)
-  }
-  if (!response.body) return ''
-  const reader = response.body.getReader()
-  const stopReading = () => void reader.cancel().catch(() => {})
-  signal.addEventListener('abort', stopReading, { once: true })
-  const chunks: Uint8Array[] = []
-  let size = 0
-  try {
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (signal.aborted) throw new MarketplaceError('timeout', path, `answer not complete within ${timeoutMs} ms`)
-      if (done) break
-      size += value.byteLength
-      if (size > maxBodyBytes) {
-        stopReading()
-        throw new MarketplaceError('malformed', path, `answer larger than ${maxBodyBytes} bytes`)
-      }
-      chunks.push(value)
-    }
-  } catch (error) {
-    if (error instanceof MarketplaceError) throw error
-    throw transportFailure(path, signal, error, timeoutMs)
-  } finally {
-    signal.removeEventListener('abort', stopReading)
-  }
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks))
-  } catch {
-    throw new MarketplaceError('malformed', path, 'answer is not valid UTF-8')
-  }
 }
 
 function refuseForeign<T>(path: string, rows: readonly T[], belongs: (row: T) => boolean, field: string): void {
