@@ -8,7 +8,7 @@ import { eventually } from '../../../test/helpers/eventually'
 import { systemClock } from '../../shared/clock'
 import { createLogger } from '../../shared/logger'
 import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_FIELD_PREFIX, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS } from './quota-leases'
-import { failoverQuotaStore, MAX_LEASE_WAIT_MS, memoryQuotaStore, nextUtcMidnight, PROBE_INTERVAL_MS, type QuotaStore, redisQuotaStore } from './quota'
+import { type DaySeed, failoverQuotaStore, MAX_LEASE_WAIT_MS, memoryQuotaStore, nextUtcMidnight, PROBE_INTERVAL_MS, type QuotaStore, RESEED_INTERVAL_MS, redisQuotaStore } from './quota'
 import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
 import { minimumTier, resolveCredits, TIER_POLICY } from './tiers'
 
@@ -72,6 +72,68 @@ describe('quota stores', () => {
     expect(await store.read(31, NOON)).toEqual({ used: 10, rejected: 0, liveRefreshes: 0, byKey: new Map([[1, 5], [2, 5]]) })
     expect(await charge(store, 31, 1, 10)).toEqual({ admitted: false, used: 10 })
     expect((await store.read(31, NOON)).rejected).toBe(1)
+  })
+
+  test("in-process, seeded (no Redis): an account's day starts from its seed, one seed for concurrent charges; a new day seeds again", async () => {
+    const asked: [number, string, boolean][] = []
+    const seed: DaySeed = async (accountId, day, readStored) => {
+      asked.push([accountId, day, readStored])
+      return { used: 40, rejected: 3, liveRefreshes: 7, complete: true }
+    }
+    const store = memoryQuotaStore({ seed, clock: fakeClock() })
+    // Not seeded yet: left to `charge`, nothing counted and nothing asked.
+    expect(store.chargeAtOnce({ accountId: 41, keyId: 1, cost: 1, limit: 100, now: NOON })).toBeUndefined()
+    expect(asked).toEqual([])
+    const results = await Promise.all(Array.from({ length: 300 }, () => charge(store, 41)))
+    const admitted = results.filter((r) => r.admitted)
+    expect(admitted.map((r) => r.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, i) => 41 + i))
+    expect(asked).toEqual([[41, '2026-11-20', true]])
+    expect(await store.read(41, NOON)).toEqual({ used: 100, rejected: 243, liveRefreshes: 7, byKey: new Map([[1, 60]]) })
+    expect(await store.claimLiveRefresh({ accountId: 41, limit: 8, now: NOON })).toEqual({ admitted: true, used: 8 })
+    expect(await store.claimLiveRefresh({ accountId: 41, limit: 8, now: NOON })).toEqual({ admitted: false, used: 8 })
+    // A free read and a claim seed too.
+    expect((await store.read(42, NOON)).used).toBe(40)
+    expect(await store.claimLiveRefresh({ accountId: 43, limit: 8, now: NOON })).toEqual({ admitted: true, used: 8 })
+    expect(await charge(store, 41, 1, 100, new Date('2026-11-21T00:00:00.000Z'))).toEqual({ admitted: true, used: 41 })
+    expect(asked.map(([accountId, day]) => `${accountId} ${day}`)).toEqual(['41 2026-11-20', '42 2026-11-20', '43 2026-11-20', '41 2026-11-21'])
+  })
+
+  test('in-process, seeded: seeded while the database is away, an account counts on provisionally, then takes the larger of each count', async () => {
+    const clock = fakeClock()
+    let away = true
+    const asked: boolean[] = []
+    // What the usage recorder answers: without the stored row, only the node's unwritten counts (none here).
+    const seed: DaySeed = async (_accountId, _day, readStored) => {
+      asked.push(readStored)
+      return readStored && !away ? { used: 50, rejected: 1, liveRefreshes: 2, complete: true } : { used: 0, rejected: 0, liveRefreshes: 0, complete: false }
+    }
+    const store = memoryQuotaStore({ seed, clock })
+    for (let i = 1; i <= 5; i++) expect(await charge(store, 51)).toEqual({ admitted: true, used: i })
+    // A second account seeds without waiting for the database found away a moment ago.
+    expect(await charge(store, 52)).toEqual({ admitted: true, used: 1 })
+    expect(asked).toEqual([true, false])
+
+    away = false
+    await clock.advance(RESEED_INTERVAL_MS)
+    // The next charge is counted at once and asks the database again behind it.
+    expect(await charge(store, 51)).toEqual({ admitted: true, used: 6 })
+    await eventually(() => asked.length === 3, { what: 'the seed asked again' })
+    expect(asked[2]).toBe(true)
+    expect(await store.read(51, NOON)).toEqual({ used: 50, rejected: 1, liveRefreshes: 2, byKey: new Map([[1, 6]]) })
+    expect(await charge(store, 51, 50)).toEqual({ admitted: true, used: 100 })
+    expect(await charge(store, 51)).toEqual({ admitted: false, used: 100 })
+    // Complete now: no more seeds for it.
+    await store.read(51, NOON)
+    expect(asked).toHaveLength(3)
+  })
+
+  test('in-process, seeded: a refund never goes below zero, nor touches a day not seeded', async () => {
+    const store = memoryQuotaStore({ seed: async () => ({ used: 0, rejected: 0, liveRefreshes: 1, complete: true }), clock: fakeClock() })
+    await store.refundLiveRefresh(61, NOON)
+    expect((await store.read(61, NOON)).liveRefreshes).toBe(1)
+    expect(await store.claimLiveRefresh({ accountId: 61, limit: 5, now: NOON })).toEqual({ admitted: true, used: 2 })
+    for (let i = 0; i < 3; i++) await store.refundLiveRefresh(61, NOON)
+    expect((await store.read(61, NOON)).liveRefreshes).toBe(0)
   })
 
   test.skipIf(!TEST_REDIS_URL)('failover: while Redis is away a charge at once counts locally from the last value Redis gave', async () => {

@@ -152,7 +152,7 @@ const WAIT = 2
 const MISSING = 3
 const UNSEEDED = 4
 /** While the database is away, a node asks it again this often (one seed at a time), not once per account. */
-const RESEED_INTERVAL_MS = 500
+export const RESEED_INTERVAL_MS = 500
 /** A charge told to wait for a lease asks again after this long at most: leases usually end early, when used up. */
 export const MAX_LEASE_WAIT_MS = 50
 
@@ -237,6 +237,51 @@ type ChargingRedis = Redis & {
 /** A day's counters per account: what local counting hands back to Redis. */
 export type DayCountsByAccount = Map<number, DayCounters>
 
+type SeedTotals = Awaited<ReturnType<DaySeed>>
+
+/**
+ * Seeds of missing day counters, for either store (docs/decisions.md "Quota recovery"): one seed of
+ * a counter at a time, every charge and read that found it missing waiting for that one. Once a
+ * seed finds the database away, the next ones do not wait for it (a request would stall for its
+ * connect timeout): they seed provisionally from what the node knows, and one seed at a time asks
+ * the database again every RESEED_INTERVAL_MS until it answers. Without `seed` a day starts from zero.
+ */
+function daySeeder(seed: DaySeed | undefined, clock: Clock) {
+  const seeding = new Map<string, Promise<void>>()
+  let storedAwayUntil = 0
+  let probing = false
+  const storedAway = () => storedAwayUntil > 0 && (probing || clock.monotonic() < storedAwayUntil)
+  /** `apply` stores the totals in counter `key`: creating it when missing, raising it when provisional. */
+  const seedOnce = (key: string, accountId: number, day: string, apply: (totals: SeedTotals) => unknown) => {
+    let seeded = seeding.get(key)
+    if (!seeded) {
+      seeded = (async () => {
+        const readStored = !storedAway()
+        const probe = readStored && storedAwayUntil > 0
+        if (probe) probing = true
+        try {
+          const totals = seed ? await seed(accountId, day, readStored) : { used: 0, rejected: 0, liveRefreshes: 0, complete: true }
+          if (readStored) storedAwayUntil = totals.complete ? 0 : clock.monotonic() + RESEED_INTERVAL_MS
+          await apply(totals)
+        } finally {
+          if (probe) probing = false
+        }
+      })().finally(() => seeding.delete(key))
+      seeding.set(key, seeded)
+    }
+    return seeded
+  }
+  return {
+    seed: seedOnce,
+    /** Seeds a provisional counter again in the background, unless the database is known away; its charges go on meanwhile. */
+    reseed(key: string, accountId: number, day: string, apply: (totals: SeedTotals) => unknown) {
+      if (seeding.has(key) || storedAway()) return
+      // Only storing the seed can fail here (Redis), and the charges that follow report it.
+      seedOnce(key, accountId, day, apply).catch(() => {})
+    },
+  }
+}
+
 /**
  * `seed` gives a missing day hash its counts; without one (tests of the store alone) it starts from
  * zero. `clock` times the hot window, leases, lease waits and reseeds.
@@ -302,39 +347,12 @@ export function redisQuotaStore(redis: Redis, clock: Clock, logger?: Logger, see
     })
     parked.set(key, { charges, answered })
   }
-  /** Seeds in flight by day hash: every charge and read that found the hash missing waits for the one seed. */
-  const seeding = new Map<string, Promise<void>>()
-  // Once a seed finds the database away, the next ones do not wait for it (a request would stall
-  // for its connect timeout): they seed provisionally from what the node knows, and one seed at a
-  // time asks the database again every RESEED_INTERVAL_MS until it answers.
-  let storedAwayUntil = 0
-  let probing = false
-  const storedAway = () => storedAwayUntil > 0 && (probing || clock.monotonic() < storedAwayUntil)
-  const seedDay = (key: string, accountId: number, day: string, ttl: number) => {
-    let seeded = seeding.get(key)
-    if (!seeded) {
-      seeded = (async () => {
-        const readStored = !storedAway()
-        const probe = readStored && storedAwayUntil > 0
-        if (probe) probing = true
-        try {
-          const totals = seed ? await seed(accountId, day, readStored) : { used: 0, rejected: 0, liveRefreshes: 0, complete: true }
-          if (readStored) storedAwayUntil = totals.complete ? 0 : clock.monotonic() + RESEED_INTERVAL_MS
-          await client.tcgSeedQuotaDay(1, key, totals.used, totals.rejected, totals.liveRefreshes, ttl, totals.complete ? 1 : 0)
-        } finally {
-          if (probe) probing = false
-        }
-      })().finally(() => seeding.delete(key))
-      seeding.set(key, seeded)
-    }
-    return seeded
-  }
-  /** Seeds a provisional hash again in the background, unless the database is known away; its charges go on meanwhile. */
-  const reseed = (key: string, accountId: number, day: string, ttl: number) => {
-    if (seeding.has(key) || storedAway()) return
-    // A failure here is Redis's, and the charges that follow report it.
-    seedDay(key, accountId, day, ttl).catch(() => {})
-  }
+  const seeder = daySeeder(seed, clock)
+  /** Creates a missing day hash, or raises a provisional one to a complete seed (SEED_LUA). */
+  const applySeed = (key: string, ttl: number) => (totals: SeedTotals) =>
+    client.tcgSeedQuotaDay(1, key, totals.used, totals.rejected, totals.liveRefreshes, ttl, totals.complete ? 1 : 0)
+  const seedDay = (key: string, accountId: number, day: string, ttl: number) => seeder.seed(key, accountId, day, applySeed(key, ttl))
+  const reseed = (key: string, accountId: number, day: string, ttl: number) => seeder.reseed(key, accountId, day, applySeed(key, ttl))
   const sendQueued = () => {
     scheduled = false
     if (sending || queue.length === 0) return
@@ -451,51 +469,95 @@ export function redisQuotaStore(redis: Redis, clock: Clock, logger?: Logger, see
   }
 }
 
-/** Counters in this process: exact for one node; used when Redis is not configured or is away. */
-export function memoryQuotaStore() {
+/**
+ * Counters in this process: exact for one node; used when Redis is not configured or is away. With
+ * `seeding` (embedded mode, no Redis) an account's day starts from what the database and the usage
+ * recorder hold of it, as a Redis hash does (docs/decisions.md "Quota recovery"), so a restart does
+ * not hand the day out again; without it (local counting while Redis is away) it starts from zero.
+ */
+export function memoryQuotaStore(seeding?: { seed: DaySeed; clock: Clock }) {
   let day = ''
   let accounts = new Map<number, DayCounters>()
-  const countersFor = (accountId: number, now: Date) => {
-    const today = utcDate(now)
+  /** Accounts of `day` seeded while the database was away: seeded again when it answers. */
+  let provisional = new Set<number>()
+  const seeder = seeding && daySeeder(seeding.seed, seeding.clock)
+  const accountsOn = (today: string) => {
     if (today !== day) {
       // A new UTC day: yesterday's counters are gone, as Redis would expire them.
       day = today
       accounts = new Map()
+      provisional = new Set()
     }
-    let counters = accounts.get(accountId)
-    if (!counters) accounts.set(accountId, (counters = emptyCounters()))
+    return accounts
+  }
+  /** Stores a seed: creates the account's counters, or raises provisional ones to a complete seed. */
+  const applySeed = (accountId: number, today: string) => (totals: SeedTotals) => {
+    const counters = accountsOn(today).get(accountId)
+    if (!counters) {
+      accounts.set(accountId, { used: totals.used, rejected: totals.rejected, liveRefreshes: totals.liveRefreshes, byKey: new Map() })
+      if (!totals.complete) provisional.add(accountId)
+    } else if (totals.complete && provisional.delete(accountId)) {
+      // Both are lower bounds of the day: the larger of each, as SEED_LUA keeps them.
+      counters.used = Math.max(counters.used, totals.used)
+      counters.rejected = Math.max(counters.rejected, totals.rejected)
+      counters.liveRefreshes = Math.max(counters.liveRefreshes, totals.liveRefreshes)
+    }
+  }
+  /**
+   * The account's counters of the day, at once. With a seed they are missing until seeded (see
+   * `seeded`); without one they are created empty, so the failover store's local counting never
+   * waits between its baseline and its count.
+   */
+  const countersFor = (accountId: number, now: Date): DayCounters | undefined => {
+    const today = utcDate(now)
+    let counters = accountsOn(today).get(accountId)
+    if (!seeder) {
+      if (!counters) accounts.set(accountId, (counters = emptyCounters()))
+    } else if (provisional.has(accountId)) seeder.reseed(dayKey(accountId, today), accountId, today, applySeed(accountId, today))
     return counters
+  }
+  /** Seeds the account's day, then its counters. */
+  const seeded = async (accountId: number, now: Date): Promise<DayCounters> => {
+    const today = utcDate(now)
+    for (;;) {
+      await seeder!.seed(dayKey(accountId, today), accountId, today, applySeed(accountId, today))
+      // Missing again only when another day's request started that day over meanwhile.
+      const counters = countersFor(accountId, now)
+      if (counters) return counters
+    }
   }
   const chargeAtOnce = ({ accountId, keyId, cost, limit, now }: Charge): number | undefined => {
     const counters = countersFor(accountId, now)
-    if (counters.used + cost > limit) return undefined
+    if (!counters || counters.used + cost > limit) return undefined
     counters.used += cost
     counters.byKey.set(keyId, (counters.byKey.get(keyId) ?? 0) + cost)
     return counters.used
   }
   return {
     async charge(charge: Charge): Promise<ChargeResult> {
+      const counters = countersFor(charge.accountId, charge.now) ?? (await seeded(charge.accountId, charge.now))
       const used = chargeAtOnce(charge)
       if (used !== undefined) return { admitted: true, used }
-      const counters = countersFor(charge.accountId, charge.now)
       counters.rejected += 1
       return { admitted: false, used: counters.used }
     },
     chargeAtOnce,
     async read(accountId: number, now: Date): Promise<DayCounters> {
-      const counters = countersFor(accountId, now)
+      const counters = countersFor(accountId, now) ?? (await seeded(accountId, now))
       return { ...counters, byKey: new Map(counters.byKey) }
     },
     async claimLiveRefresh({ accountId, limit, now }: LiveRefreshClaim): Promise<ChargeResult> {
-      const counters = countersFor(accountId, now)
+      const counters = countersFor(accountId, now) ?? (await seeded(accountId, now))
       if (counters.liveRefreshes + 1 > limit) return { admitted: false, used: counters.liveRefreshes }
       counters.liveRefreshes += 1
       return { admitted: true, used: counters.liveRefreshes }
     },
     // While degraded a refund may follow a claim Redis counted: the local count then goes below
-    // zero, which is what the hand-over must add to Redis.
+    // zero, which is what the hand-over must add to Redis. Seeded counters, like a Redis hash, are
+    // never refunded below zero nor when missing: a seed counts only refreshes that happened.
     async refundLiveRefresh(accountId: number, now: Date): Promise<void> {
-      countersFor(accountId, now).liveRefreshes -= 1
+      const counters = countersFor(accountId, now)
+      if (counters && (!seeder || counters.liveRefreshes > 0)) counters.liveRefreshes -= 1
     },
     /** Everything counted today, then forgotten: the hand-over back to Redis. */
     drain(): { day: string; counts: DayCountsByAccount } {

@@ -36,7 +36,8 @@ export interface AuthDeps {
 
 export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
   const usage = usageRecorder(deps.db, deps.logger, deps.clock)
-  // A day hash Redis does not have (lost, or a new day) starts from what the recorder knows of it.
+  // A day's counters the store does not have (Redis lost them, the process restarted, or a new day)
+  // start from what the recorder knows of it (docs/decisions.md "Quota recovery").
   const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.clock, deps.logger, usage.dayTotals) : undefined
   const keys = keyDirectory(deps.db, deps.redis, deps.logger, deps.clock, deps.keyCache)
   const attempts = attemptCounter(deps.redis, deps.clock)
@@ -44,7 +45,7 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
     db: deps.db,
     clock: deps.clock,
     keys,
-    quota: failover ?? memoryQuotaStore(),
+    quota: failover ?? memoryQuotaStore({ seed: usage.dayTotals, clock: deps.clock }),
     quotaMode: () => (!failover ? 'local' : failover.degraded ? 'degraded' : 'shared'),
     usage,
     throttle: loginThrottle(attempts, deps.clock),
