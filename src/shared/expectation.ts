@@ -15,7 +15,7 @@ export function describeExpectation(schema: TSchema, fallback: string): string {
   if (literals && literals.length > 0) return `must be one of: ${literals.join(', ')}`
   if (Array.isArray(schema.enum)) return `must be one of: ${schema.enum.join(', ')}`
   if (schema.type === 'integer' || schema.type === 'number') {
-    const kind = schema.type === 'integer' || schema.multipleOf === 1 ? 'an integer' : 'a number'
+    const kind = schema.type === 'integer' ? 'an integer' : 'a number'
     if (schema.minimum !== undefined && schema.maximum !== undefined)
       return `must be ${kind} from ${schema.minimum} to ${schema.maximum}`
     if (schema.minimum !== undefined) return `must be ${kind} of at least ${schema.minimum}`

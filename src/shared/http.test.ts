@@ -66,6 +66,27 @@ describe('the error envelope', () => {
     expect((await call('/items?limit=x')).body.error.message).toBe("Invalid query: 'limit' must be an integer from 1 to 50")
   })
 
+  // Number('0x5') is 5, and so are '+5', '5.', ' 5', '5e0': none of these is an integer written in decimal digits.
+  test('an integer in the path or the query is decimal digits only: other spellings of a valid value are a 400 naming it', async () => {
+    const spellings = ['0x5', '0X5', '0b101', '0o5', '+5', '5.', '5.0', '%205', '5%20', '%095', '05', '5e0', '0.5e1', '5_0', '٥']
+    for (const value of spellings) {
+      const path = await call(`/things/${value}`)
+      expect({ value, status: path.status, details: path.body.error?.details }).toEqual({
+        value,
+        status: 400,
+        details: [{ field: 'thingId', message: 'must be an integer from 1 to 9' }],
+      })
+      const query = await call(`/items?limit=${value}`)
+      expect({ value, status: query.status, details: query.body.error?.details }).toEqual({
+        value,
+        status: 400,
+        details: [{ field: 'limit', message: 'must be an integer from 1 to 50' }],
+      })
+    }
+    expect((await call('/things/5')).body).toEqual({ thingId: 5 })
+    expect((await call('/items?limit=50')).body).toEqual({ limit: 50 })
+  })
+
   test('an unknown enum value lists the allowed values', async () => {
     const { body } = await call('/items?direction=sideways')
     expect(body.error.details).toEqual([{ field: 'direction', message: 'must be one of: up, down' }])

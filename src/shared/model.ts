@@ -1,17 +1,39 @@
-import { type NumberOptions, type SchemaOptions, type Static, type TProperties, type TSchema, Type } from '@sinclair/typebox'
+import { Kind, type NumberOptions, type SchemaOptions, type Static, type TProperties, type TSchema, Type, TypeRegistry } from '@sinclair/typebox'
 import { ERROR_STATUS, type ErrorCode } from './errors'
 
 // Shared TypeBox models. Response integers use typebox's Type.Integer (Elysia's t.Integer shows as
-// a string/integer union in OpenAPI). Query and path integers use QueryInt: Elysia coerces query
-// strings only for the Number kind, so an integer there is a number that must be a multiple of 1.
+// a string/integer union in OpenAPI). Query and path integers use QueryInt, which reads the text itself.
 
 /** A string that is one of `values` (static type: their union), e.g. an enum parameter. */
 export function LiteralUnion<T extends string>(values: readonly T[], options: SchemaOptions = {}) {
   return Type.Unsafe<T>(Type.Union(values.map((value) => Type.Literal(value)), options))
 }
 
-/** An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`. */
-export const QueryInt = (options: NumberOptions = {}) => Type.Number({ ...options, multipleOf: 1 })
+/** An integer as a URL writes it: decimal digits, an optional minus, no leading zero (docs/decisions.md "Query integers"). */
+const DECIMAL_INTEGER = /^-?(?:0|[1-9][0-9]*)$/
+
+/** The value QueryInt's text stands for, or NaN: never Number()'s reading of hex, exponents, signs or spaces. */
+const integerOf = (value: unknown) => (typeof value === 'number' ? value : typeof value === 'string' && DECIMAL_INTEGER.test(value) ? Number(value) : Number.NaN)
+
+/** What QueryInt's check applies: bounds only (no exclusive bounds or multiples, which it would not check). */
+type QueryIntOptions = Pick<NumberOptions, 'minimum' | 'maximum' | 'default' | 'description'>
+
+// The number a default or an already decoded value is comes through as is (Elysia decodes a query twice).
+TypeRegistry.Set<QueryIntOptions>('QueryInt', (schema, value) => {
+  const number = integerOf(value)
+  return Number.isInteger(number) && (schema.minimum === undefined || number >= schema.minimum) && (schema.maximum === undefined || number <= schema.maximum)
+})
+
+/**
+ * An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`:
+ * published as `type: integer`, checked on the text (a kind of its own, which Elysia leaves alone:
+ * its coercion of the Number kind reads '0x10', '1e1', '+16', '16.' and ' 16' as numbers), then decoded.
+ * The static type says number for the text too, as Elysia's own coerced numbers do.
+ */
+export const QueryInt = (options: QueryIntOptions = {}) =>
+  Type.Transform(Type.Unsafe<number>({ ...options, type: 'integer', [Kind]: 'QueryInt' }))
+    .Decode((value) => integerOf(value))
+    .Encode((value) => value)
 
 /** The largest id: ids are PostgreSQL `integer`s (serial). */
 export const MAX_ID = 2147483647

@@ -76,7 +76,7 @@ export function wireBytes(text: string): Buffer {
 const NASTY = [
   '\u0000', 'a\u0000b', '1\u0000', '\u0000\u0000', '..', '.', '../..', '../../etc/passwd', '/', '//', '\\', '*',
   'constructor', '__proto__', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__',
-  '-1', '0', '-0', '1.5', '1e3', '1e309', '-1e309', 'NaN', 'Infinity', '-Infinity', '0x10', '0b1', '0o7', '1_000',
+  '-1', '0', '-0', '1.5', '1e3', '1e1', '1e309', '-1e309', 'NaN', 'Infinity', '-Infinity', '0x10', '0X10', '0b1', '0b10000', '0o7', '0o20', '1_000', '16.', '.5',
   ' 1', '1 ', '+1', '00001', '2147483647', '2147483648', '-2147483649', '9007199254740993', '99999999999999999999999999',
   '', ' ', 'null', 'undefined', 'true', 'false', '[]', '{}', '[object Object]',
   "' OR '1'='1", "'; drop table accounts; --", '%', '%%', '%zz', '%0', '%00', '%C3%28', '%FF', '%E2%82', '%ED%A0%80', '%2F', '%2e%2e',
@@ -122,6 +122,28 @@ function encode(value: string): string {
   } catch {
     return value // a lone surrogate: sent as is
   }
+}
+
+/**
+ * Other spellings of a valid number that Number() reads as the same value (URL-encoded): hex,
+ * binary, octal, a sign, a trailing point, spaces, a leading zero, exponents; for an integer, a
+ * fraction of zeros too. A number in a URL is plain decimal (docs/decisions.md "Query integers").
+ */
+export function looseSpellings(value: number, kind: 'integer' | 'number'): string[] {
+  const spellings = [
+    `0x${value.toString(16)}`, `0X${value.toString(16).toUpperCase()}`, `0b${value.toString(2)}`, `0o${value.toString(8)}`, `%2B${value}`,
+    `${value}.`, `%20${value}`, `${value}%20`, `%09${value}`, `0${value}`, `${value}e0`, `${value / 10}e1`,
+  ]
+  return kind === 'integer' ? [...spellings, `${value}.0`] : spellings
+}
+
+/** For an integer or number parameter: a valid value of it, spelt another way (looseSpellings). */
+function looselySpelt(name: string, schema: any, world: World, path: string): fc.Arbitrary<string>[] {
+  if (schema?.type !== 'integer' && schema?.type !== 'number') return []
+  const loose = plausible(name, schema, world, path).chain((value) =>
+    fc.constantFrom(...looseSpellings(typeof value === 'number' && Number.isSafeInteger(value) && value > 0 ? value : 16, schema.type)),
+  )
+  return [loose]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,6 +193,7 @@ function pathParameter(name: string, schema: any, world: World, path: string): f
   return fc.oneof(
     { weight: 1, arbitrary: plausible(name, schema, world, path).map((v) => encode(String(v))) },
     { weight: 1, arbitrary: fc.tuple(hostileText, urlForm).map(([v, form]) => inUrl(v, form)) },
+    ...looselySpelt(name, schema, world, path).map((arbitrary) => ({ weight: 1, arbitrary })),
   )
 }
 
@@ -181,6 +204,7 @@ function declaredQueryPair(param: Operation['params'][number], world: World, pat
   const value = fc.oneof(
     { weight: 3, arbitrary: plausible(param.name, param.schema, world, path).map((v) => encode(String(v))) },
     { weight: 4, arbitrary: fc.tuple(hostileText, urlForm).map(([v, form]) => inUrl(v, form)) },
+    ...looselySpelt(param.name, param.schema, world, path).map((arbitrary) => ({ weight: 2, arbitrary })),
   )
   return fc.oneof(
     { weight: 6, arbitrary: value.map((v): QueryPair[] => [[param.name, v]]) },

@@ -363,6 +363,35 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
     }
   })
 
+  // The cases: a list of the right length whose items the schema refuses was charged in full.
+  test('a body the route refuses costs 1 however many items it holds; a valid one costs its credits', async () => {
+    const hundredEmpty = Array.from({ length: 100 }, () => '')
+    const cases: [Tier, string, unknown][] = [
+      ['starter', '/v1/bulk/resolve/name', { names: hundredEmpty }],
+      ['starter', '/v1/bulk/resolve/name', { names: [...hundredEmpty.slice(1).fill('Dragon'), 'x'.repeat(151)] }],
+      ['starter', '/v1/bulk/resolve/name', { names: Array.from({ length: 100 }, () => 'Dragon'), game: '' }],
+      ['starter', '/v1/bulk/resolve/name', { names: Array.from({ length: 100 }, () => 7) }],
+      ['business', '/v1/bulk/resolve/marketplace', { ids: Array.from({ length: 1_000 }, () => ({})) }],
+      ['business', '/v1/bulk/resolve/marketplace', { ids: Array.from({ length: 1_000 }, () => null) }],
+      ['business', '/v1/bulk/resolve/marketplace', { ids: [...Array.from({ length: 999 }, () => 1), 0] }],
+      ['business', '/v1/bulk/resolve/marketplace', { ids: Array.from({ length: 1_000 }, () => '1') }],
+    ]
+    for (const [tier, path, body] of cases) {
+      const key = await keyOf(tier)
+      const refused = await post(path, key, body)
+      expect({ path, status: refused.status, code: refused.body.error?.code }).toEqual({ path, status: 400, code: 'INVALID_PARAMETER' })
+      expect(refused.body.rate_limit.daily_remaining).toBe(refused.body.rate_limit.daily_limit - 1)
+      expect((await get('/v1/usage', key)).body.data.account.today_requests).toBe(1)
+    }
+    // The same lists, valid, cost their credits: 100 on Starter, 1,000 × 0.1 on Business.
+    const starter = await keyOf('starter')
+    expect((await post('/v1/bulk/resolve/name', starter, { names: Array.from({ length: 100 }, () => 'Dragon') })).body.meta.credits_consumed).toBe(100)
+    expect((await get('/v1/usage', starter)).body.data.account.today_requests).toBe(100)
+    const business = await keyOf('business')
+    expect((await post('/v1/bulk/resolve/marketplace', business, { ids: Array.from({ length: 1_000 }, () => 1) })).body.meta.credits_consumed).toBe(100)
+    expect((await get('/v1/usage', business)).body.data.account.today_requests).toBe(100)
+  })
+
   test('not enough quota left for the credits: 429 naming them, and nothing is taken', async () => {
     const key = await keyOf('starter') // 2,500 a day, 1 credit per item
     const hundred = Array.from({ length: 100 }, (_, i) => known[i % known.length]!.marketplace_id)
@@ -448,6 +477,34 @@ describe('msgpack on the bulk endpoints', () => {
       const { rate_limit: packedLimit, ...packedBody } = unpack(new Uint8Array(await packed.arrayBuffer()))
       expect(packedBody).toEqual(jsonBody)
       expect(packedLimit.daily_remaining).toBe(jsonLimit.daily_remaining - 1) // each costs 1 (3 resolves × 0.1 on Business)
+    }
+  })
+
+  // A client that asked for msgpack still gets its refusals as the spec's JSON envelope, on every bulk route.
+  test('errors are the JSON envelope whatever Accept asks for', async () => {
+    const resolve = (body: unknown): RequestInit => ({ method: 'POST', body: JSON.stringify(body) })
+    const cases: [string, RequestInit, string, number, string][] = [
+      ['/v1/bulk/cards?ids=abc', {}, keys.business, 400, 'INVALID_PARAMETER'],
+      ['/v1/bulk/history?ids=1&range=zz', {}, keys.business, 400, 'INVALID_PARAMETER'],
+      ['/v1/bulk/prices?ids=abc', {}, keys.business, 400, 'INVALID_PARAMETER'],
+      ['/v1/bulk/cards?ids=1', {}, keys.starter, 403, 'TIER_REQUIRED'],
+      ['/v1/bulk/cards?ids=1', {}, 'tcg_live_00000000000000000000000000000000', 401, 'INVALID_API_KEY'],
+      ['/v1/export/set/0', {}, keys.business, 400, 'INVALID_PARAMETER'],
+      ['/v1/bulk/resolve/marketplace', resolve({ ids: [] }), keys.business, 400, 'INVALID_PARAMETER'],
+      ['/v1/bulk/resolve/name', resolve({ names: ['x y'], game: 'no-such-game' }), keys.business, 404, 'NOT_FOUND'],
+    ]
+    for (const [path, init, key, status, code] of cases) {
+      for (const accept of ['application/msgpack', 'application/x-msgpack', 'application/msgpack, application/json;q=0.5']) {
+        const response = await server.get(path, { ...init, headers: { 'x-api-key': key, 'content-type': 'application/json', accept } })
+        const text = await response.text()
+        expect({ path, accept, status: response.status, type: response.headers.get('content-type') }).toEqual({
+          path,
+          accept,
+          status,
+          type: 'application/json;charset=utf-8',
+        })
+        expect(JSON.parse(text).error.code).toBe(code)
+      }
     }
   })
 })

@@ -26,11 +26,11 @@ import {
 } from './model'
 import { bulkCards, bulkHistory, describeExport, EXPORT_COLUMNS, exportSet, resolveCost, resolveMarketplaceIds, resolveNames } from './service'
 
-const MSGPACK_NOTE = ' `Accept: application/msgpack` returns the same body msgpack-encoded.'
+const MSGPACK_NOTE = ' `Accept: application/msgpack` returns the same body msgpack-encoded; errors stay the JSON envelope.'
 
 const RESOLVE_LIMITS =
-  'Per request at most Starter 100, Pro 500, Business 1,000 items (more is a 400); the request costs ceil(items × 1.0 / 0.5 / 0.1) ' +
-  'credits of the daily quota instead of 1, and is refused with 429 when fewer are left.'
+  'Per request at most Starter 100, Pro 500, Business 1,000 items (more is a 400); a valid body costs ceil(items × 1.0 / 0.5 / 0.1) ' +
+  'credits of the daily quota instead of 1, and is refused with 429 when fewer are left. A body refused with 400 costs 1.'
 
 /** Batched reads backed by Postgres: full cards, history, set export, and bulk resolve. */
 export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
@@ -38,7 +38,8 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
     .use(models)
     .use(authGuard(auth))
     .model({ CardWithPrices, PriceRow })
-    .mapResponse(msgpackWhenAsked)
+    // Refusals stay the JSON envelope whatever Accept asks (docs/decisions.md "msgpack"): only answers are re-encoded.
+    .mapResponse((context) => (Number(context.set.status) >= 400 ? undefined : msgpackWhenAsked(context)))
     .get('/v1/bulk/cards', ({ query }) => bulkCards(auth.db, query.ids), {
       apiKey: { needs: 'bulk_read' },
       query: BulkCardsQuery,

@@ -1,3 +1,4 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { stringify } from 'csv-stringify/sync'
 import type { Database } from '../../db/client'
 import { AppError, invalidQuery, notFound } from '../../shared/errors'
@@ -11,7 +12,7 @@ import { toCard, toPrice, toPriceRow } from '../catalog/service'
 import type { HistoryRange, HistoryRow } from '../history/model'
 import * as historyRepo from '../history/repo'
 import { historyWindow, windowMeta } from '../history/service'
-import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS } from './model'
+import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS, ResolveMarketplaceBody, ResolveNameBody } from './model'
 import * as repo from './repo'
 
 /** Each card's prices, primary printing first, from one statement for all the cards. */
@@ -182,16 +183,21 @@ function checkResolveItems(tier: Tier, items: number, field: string) {
   return resolveCredits(tier, items)
 }
 
+/** The route's own body schemas, compiled once: the guard prices a body before the route validates it. */
+const RESOLVE_BODIES = { ids: TypeCompiler.Compile(ResolveMarketplaceBody), names: TypeCompiler.Compile(ResolveNameBody) }
+
 /**
- * What a resolve request costs: ceil(items × the tier's credit per item), judged before the body
- * is validated; a body the route will refuse (not a list, empty, over the tier's limit) costs 1,
- * like any refused request (docs/decisions.md "Quota accounting").
+ * What a resolve request costs: ceil(items × the tier's credit per item), judged before the route
+ * validates the body, so judged here by the same schema; a body the route will refuse (anything the
+ * schema refuses, such as an empty name or a null id, or over the tier's limit) costs 1, like any
+ * refused request (docs/decisions.md "Bulk resolve credits and matching").
  */
 export function resolveCost(field: 'ids' | 'names') {
+  const schema = RESOLVE_BODIES[field]
   return ({ body, tier }: { body: unknown; tier: Tier }) => {
-    const items = (body as Record<string, unknown> | null)?.[field]
-    const limit = TIER_POLICY[tier].resolve?.maxItems ?? 0
-    return Array.isArray(items) && items.length > 0 && items.length <= limit ? resolveCredits(tier, items.length) : 1
+    if (!schema.Check(body)) return 1
+    const items = (body as Record<typeof field, unknown[]>)[field].length
+    return items <= (TIER_POLICY[tier].resolve?.maxItems ?? 0) ? resolveCredits(tier, items) : 1
   }
 }
 

@@ -97,7 +97,7 @@ describe('GET /v1/games', () => {
     expect(one.body.meta.has_more).toBe(true)
   })
 
-  test.each(['200', '101', '1e6'])('per_page=%s is served as 100, and meta says 100', async (perPage) => {
+  test.each(['200', '101', '1000000'])('per_page=%s is served as 100, and meta says 100', async (perPage) => {
     const { status, body } = await json(`/v1/games?per_page=${perPage}`)
     expect(status).toBe(200)
     expect(body.meta).toEqual({ total: 57, page: 1, per_page: 100, has_more: false })

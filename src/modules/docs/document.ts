@@ -10,10 +10,8 @@ import examples from './examples.json' with { type: 'json' }
 // and responses, because the generator rewrites them on the way: a union of literals becomes a
 // string enum without its description (`is_active: 0 | 1` read as strings), and names registered
 // with `.model()` come out as bare `$ref`s ("Game") beside `$id: "#/components/schemas/Game"`, which
-// Swagger UI cannot resolve (it then showed the error envelope as every 200 example). Query and path
-// integers are TypeBox numbers with `multipleOf: 1` (Elysia coerces query strings only for numbers)
-// and are written as `integer`; parameter descriptions are lifted out of their schemas, where
-// Swagger UI does not show them.
+// Swagger UI cannot resolve (it then showed the error envelope as every 200 example). Parameter
+// descriptions are lifted out of their schemas, where Swagger UI does not show them.
 
 // biome-ignore lint: an OpenAPI document is plain JSON, walked generically.
 type Json = any
@@ -139,17 +137,13 @@ const TAGS = [
   { name: 'Health', description: 'Liveness and readiness' },
 ]
 
-/** Bare `$ref`s point into components, `$id`s go, query integers read as integers. */
+/** Bare `$ref`s point into components, `$id`s go. */
 function normaliseSchemas(node: Json): void {
   if (Array.isArray(node)) return node.forEach(normaliseSchemas)
   if (node === null || typeof node !== 'object') return
   if (typeof node.$ref === 'string' && !node.$ref.startsWith('#')) node.$ref = `#/components/schemas/${node.$ref}`
   delete node.$id
   delete node['x-param']
-  if (node.type === 'number' && node.multipleOf === 1) {
-    node.type = 'integer'
-    delete node.multipleOf
-  }
   for (const value of Object.values(node)) normaliseSchemas(value)
 }
 
