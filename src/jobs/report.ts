@@ -1,5 +1,5 @@
 import type { Executor } from '../db/client'
-import { type JobRun, latestRuns, MANUAL_SYNC_JOB } from './runs'
+import { interruptAbandonedRuns, type JobRun, latestRuns, MANUAL_SYNC_JOB } from './runs'
 import { JOBS, newYorkTime, nextRunAfter, SCHEDULE_TIME_ZONE } from './schedule'
 
 export interface JobStatus {
@@ -11,8 +11,13 @@ export interface JobStatus {
   lastRun: JobRun | undefined
 }
 
-/** Every scheduled job (and the CLI's manual sync) with its next instant after `now` and its newest run. */
+/**
+ * Every scheduled job (and the CLI's manual sync) with its next instant after `now` and its newest
+ * run. Runs a dead process left `running` are recorded as interrupted first: none is listed as
+ * running that is not.
+ */
 export async function jobStatuses(db: Executor, now: Date): Promise<JobStatus[]> {
+  await interruptAbandonedRuns(db, now)
   const latest = await latestRuns(db)
   const scheduled = JOBS.map((job) => ({
     job: job.name,

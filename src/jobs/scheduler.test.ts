@@ -1,18 +1,24 @@
 import { afterAll, afterEach, describe, expect, test } from 'bun:test'
-import { sql } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { appReady, createApp, refreshAppSnapshot, stopApp } from '../app'
 import { loadConfig } from '../config'
+import { openPostgres } from '../db/client'
+import { jobRuns, syncRuns } from '../db/schema'
+import type { MarketplaceSource } from '../modules/ingest/source'
 import { createLogger } from '../shared/logger'
 import { recrawlConditions } from '../modules/conditions/recrawl'
 import { createDemoSource } from '../modules/ingest/sources/demo'
 import { manualClock, testRedis } from '../../test/helpers/auth'
+import { fakeClock } from '../../test/helpers/clock'
 import { freshDatabase, selectRows, testLogger } from '../../test/helpers/db'
-import { TEST_NOW } from '../../test/helpers/env'
+import { TEST_DATABASE_URL, TEST_NOW } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
 import { appDeps } from '../../test/helpers/server'
 import type { PriceChangeBatch } from './alerts'
-import { runsOf, startJobRun } from './runs'
-import { createScheduler, type Scheduler, type SchedulerDeps, type SchedulerOptions } from './scheduler'
+import type { LockSession } from './leader'
+import { formatJobStatuses, jobStatuses } from './report'
+import { interruptAbandonedRuns, runsOf, startJobRun } from './runs'
+import { createScheduler, RECORD_WAIT_MS, STOP_WAIT_MS, type Scheduler, type SchedulerDeps, type SchedulerOptions } from './scheduler'
 
 // The seeded catalog was synced at TEST_NOW (2026-11-20T12:00Z, a Friday). At 2026-11-21T07:30Z
 // (02:30 EST on Saturday) tier 3's 02:00 run (07:00Z) is due; tier 2's latest instant
@@ -70,6 +76,24 @@ function scheduler(options: Partial<SchedulerOptions> = {}, schedulerDeps: Sched
 
 const slugsOfTier = async (tier: number) =>
   (await selectRows<{ slug: string }>(database.db, sql`select slug from games where priority = ${tier} order by slug`)).map((row) => row.slug)
+
+/** A game sync's row, as the sync writes it before its game's transaction. */
+const gameSyncOf = async (id: number) => (await database.db.select().from(syncRuns).where(eq(syncRuns.id, id)))[0]!
+const runOf = async (id: number) => (await database.db.select().from(jobRuns).where(eq(jobRuns.id, id)))[0]!
+
+/** What a leader that died mid-way leaves: a run row without its run lock, and a game sync whose transaction is gone. */
+async function leftByADeadProcess(run: { job: string; scheduledFor: Date; games: string[]; startedAt: Date }) {
+  const [crashed] = await database.db.insert(jobRuns).values({ ...run, outcome: 'running' }).returning({ id: jobRuns.id })
+  const [game] = await selectRows<{ id: number }>(database.db, sql`select id from games where slug = ${run.games[0] ?? ''}`)
+  const [gameSync] = await database.db
+    .insert(syncRuns)
+    .values({ gameId: game?.id ?? null, priceDate: run.startedAt.toISOString().slice(0, 10), status: 'running', startedAt: run.startedAt })
+    .returning({ id: syncRuns.id })
+  return { runId: crashed!.id, gameSyncId: gameSync!.id }
+}
+
+/** A lock session that always holds the lead: for tests whose clock is fake, where the real one's statement bound would never pass. */
+const alwaysLeading = async (): Promise<LockSession> => ({ tryLock: async () => true, holdsLock: async () => true, close: async () => {} })
 
 describe('scheduled syncs on the leader', () => {
   test('a run missed while no node led runs once when a node starts leading, for the tiers whose instant passed', async () => {
@@ -133,14 +157,14 @@ describe('scheduled syncs on the leader', () => {
     expect(batches).toHaveLength(1)
   }, 60_000)
 
-  test('a run left unfinished by a node that died is marked failed at the next lead, and its games are synced', async () => {
+  test('a run and a game sync left running by a node that died are marked interrupted (not failed) at the next lead, and the games are synced', async () => {
     // As if a leader died mid-way through the tier 2 run due at 2026-11-21T08:00Z.
     clock.set('2026-11-21T08:30:00Z')
-    const crashedId = await startJobRun(database.db, {
+    const { runId: crashedId, gameSyncId } = await leftByADeadProcess({
       job: 'sync-tier-2',
       scheduledFor: new Date('2026-11-21T08:00:00Z'),
       games: await slugsOfTier(2),
-      now: new Date('2026-11-21T08:00:01Z'),
+      startedAt: new Date('2026-11-21T08:00:01Z'),
     })
     const node = scheduler()
     node.start()
@@ -148,10 +172,12 @@ describe('scheduled syncs on the leader', () => {
     await node.idle()
     const runs = await runsOf(database.db, 'sync-tier-2')
     expect(runs.map((run) => [run.id, run.outcome])).toEqual([
-      [crashedId, 'failed'],
+      [crashedId, 'interrupted'],
       [runs[1]!.id, 'succeeded'],
     ])
-    expect(runs[0]!.error).toContain('interrupted')
+    expect(runs[0]!.error).toBe('the process running it ended before it finished')
+    expect(runs[0]!.finishedAt!.toISOString()).toBe('2026-11-21T08:30:00.000Z')
+    expect(await gameSyncOf(gameSyncId)).toMatchObject({ status: 'interrupted', error: expect.stringContaining('its previous data stands') })
     expect(runs[1]!.scheduledFor.toISOString()).toBe('2026-11-21T08:00:00.000Z')
     expect([...runs[1]!.games].sort()).toEqual(await slugsOfTier(2))
     const [behind] = await selectRows<{ n: number }>(
@@ -243,4 +269,125 @@ describe('scheduled syncs on the leader', () => {
     const [pending] = await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from job_runs where scheduled_for >= '2026-11-22T00:00:00Z'`)
     expect(pending!.n).toBe(0)
   }, 30_000)
+
+  test('a stop during the re-crawl records its run interrupted, not failed, and releases the lead at once', async () => {
+    clock.set('2026-11-21T11:00:00Z')
+    const known = new Set((await runsOf(database.db, 'condition-recrawl')).map((run) => run.id))
+    const release = Promise.withResolvers<void>()
+    const node = scheduler({
+      patterns: { 'condition-recrawl': '* * * * * *' },
+      recrawl: async () => {
+        await release.promise
+        return { refreshed: 1, failed: 0 }
+      },
+    })
+    node.start()
+    const run = await eventually(async () => (await runsOf(database.db, 'condition-recrawl')).find((row) => !known.has(row.id) && row.outcome === 'running'), {
+      timeout: 30_000,
+      what: 'a re-crawl under way',
+    })
+    await node.stop()
+    expect(node.isLeader()).toBe(false)
+    expect(await runOf(run.id)).toMatchObject({ outcome: 'interrupted', error: 'the node stopped before the run finished' })
+    expect((await runOf(run.id)).finishedAt!.toISOString()).toBe('2026-11-21T11:00:00.000Z')
+    release.resolve()
+    await node.idle()
+  }, 60_000)
+})
+
+describe('runs whose process is gone', () => {
+  test('the jobs list shows a run left by a dead process as interrupted, and records it so', async () => {
+    const games = await slugsOfTier(3)
+    const { runId } = await leftByADeadProcess({
+      job: 'sync-tier-3',
+      scheduledFor: new Date('2026-11-24T07:00:00Z'),
+      games,
+      startedAt: new Date('2026-11-24T07:00:01Z'),
+    })
+    const listed = formatJobStatuses(await jobStatuses(database.db, new Date('2026-11-24T07:30:00Z')))
+    expect(listed.split('\n').find((line) => line.startsWith('sync-tier-3'))).toContain(
+      `interrupted 2026-11-24T07:30:00.000Z (for 2026-11-24T07:00:00.000Z, ${games.length} games): the process running it ended before it finished`,
+    )
+    expect((await runOf(runId)).outcome).toBe('interrupted')
+  })
+
+  // Another pool is another process as PostgreSQL sees it: its sessions, its locks.
+  test.skipIf(!TEST_DATABASE_URL)('a run whose process is alive is left running, whatever its age; once that process is gone, it is interrupted', async () => {
+    const other = await openPostgres(database.url!, { max: 2 })
+    const run = await startJobRun(other.db, { job: 'manual-sync', scheduledFor: new Date('2026-11-01T00:00:00Z'), games: [], now: new Date('2026-11-01T00:00:00Z') })
+    expect(await interruptAbandonedRuns(database.db, new Date('2026-12-01T00:00:00Z'))).toEqual({ runs: 0, gameSyncs: 0 })
+    expect((await runOf(run.id)).outcome).toBe('running')
+    await other.close()
+    expect(await interruptAbandonedRuns(database.db, new Date('2026-12-01T00:00:00Z'))).toEqual({ runs: 1, gameSyncs: 0 })
+    expect(await runOf(run.id)).toMatchObject({ outcome: 'interrupted', error: 'the process running it ended before it finished' })
+  })
+
+  /** The tiny demo marketplace on `clock`, whose sync waits for `held` where `where` says. */
+  function holdingSource(clock: ReturnType<typeof fakeClock>, held: Promise<void>, where: 'checkpoint' | 'listSets', reached = () => {}): MarketplaceSource {
+    const demo = createDemoSource({ scale: 'tiny', now: () => clock.now() })
+    return {
+      name: demo.name,
+      capabilities: demo.capabilities,
+      ...(where === 'checkpoint' && { checkpoint: () => held }),
+      listGames: () => demo.listGames(),
+      listSets: async (categoryId) => {
+        if (where === 'listSets') {
+          reached()
+          await held
+        }
+        return demo.listSets(categoryId)
+      },
+      listProducts: (groupId) => demo.listProducts(groupId),
+      listPrices: (groupId, date) => demo.listPrices(groupId, date),
+      listSales: (groupId, date) => demo.listSales(groupId, date),
+      listListings: (productId) => demo.listListings(productId),
+    }
+  }
+
+  test('a stop during a sync that outlasts its wait records the run interrupted; the sync, should it still end, writes how it did', async () => {
+    // Tier 3's 02:00 New York run of 2026-11-23 is due. The sync is held where it records the
+    // marketplace's count after listing the games, outside its transactions, until the test lets it go.
+    const fake = fakeClock(new Date('2026-11-23T07:30:00Z'))
+    const held = Promise.withResolvers<void>()
+    const holding = holdingSource(fake, held.promise, 'checkpoint')
+    const node = scheduler({ openLockSession: alwaysLeading }, { ...deps, clock: fake, source: holding })
+    node.start()
+    const run = await eventually(async () => (await runsOf(database.db, 'sync-tier-3')).find((row) => row.scheduledFor.toISOString() === '2026-11-23T07:00:00.000Z'), {
+      what: 'the tier 3 run under way',
+    })
+    const timers = fake.pending()
+    let stopped = false
+    const stopping = node.stop().then(() => (stopped = true))
+    await eventually(() => fake.pending() > timers, { what: 'the stop waiting for the sync' })
+    await fake.advance(STOP_WAIT_MS - 1)
+    expect({ stopped, outcome: (await runOf(run.id)).outcome }).toEqual({ stopped: false, outcome: 'running' })
+    await fake.advance(1)
+    await stopping
+    expect(await runOf(run.id)).toMatchObject({ outcome: 'interrupted', error: 'the node stopped before the run finished' })
+    expect((await runOf(run.id)).finishedAt!.toISOString()).toBe(fake.now().toISOString())
+    held.resolve()
+    await node.idle()
+    expect((await runOf(run.id)).outcome).toBe('succeeded')
+  }, 60_000)
+
+  test(`a stop during a game's transaction still returns ${RECORD_WAIT_MS} ms after its wait, though PGlite's one connection cannot record the run then`, async () => {
+    // Tier 3's run of 2026-11-25 is held inside a game's transaction (where it lists the game's sets).
+    const fake = fakeClock(new Date('2026-11-25T07:30:00Z'))
+    const held = Promise.withResolvers<void>()
+    // Nothing is asked of the database while the transaction is open: under PGlite it would wait for it.
+    const inTransaction = Promise.withResolvers<void>()
+    const node = scheduler(
+      { openLockSession: alwaysLeading },
+      { ...deps, clock: fake, source: holdingSource(fake, held.promise, 'listSets', inTransaction.resolve) },
+    )
+    node.start()
+    await inTransaction.promise
+    const stopping = node.stop()
+    await fake.advance(STOP_WAIT_MS + RECORD_WAIT_MS)
+    await stopping
+    held.resolve()
+    await node.idle()
+    const runs = (await runsOf(database.db, 'sync-tier-3')).filter((row) => row.scheduledFor.toISOString() === '2026-11-25T07:00:00.000Z')
+    expect(runs.map((run) => run.outcome)).toEqual(['succeeded'])
+  }, 60_000)
 })

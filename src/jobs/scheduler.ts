@@ -6,7 +6,7 @@ import { recrawlConditions } from '../modules/conditions/recrawl'
 import { withTimeout } from '../shared/clock'
 import type { AlertHook } from './alerts'
 import { leaderElection, type LockSession, pgliteLockSession, postgresLockSession } from './leader'
-import { failInterruptedRuns, finishJobRun, lastSyncedBySlug, pruneRuns, startJobRun } from './runs'
+import { lastSyncedBySlug, pruneRuns, recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
 import { JOBS, type JobDefinition, type JobName, latestRunAtOrBefore, SCHEDULE_TIME_ZONE } from './schedule'
 import { runSyncJob } from './sync-job'
 
@@ -39,7 +39,10 @@ export interface SchedulerOptions {
 export interface Scheduler {
   /** Registers the cron jobs and starts competing for leadership (nothing when JOBS_ENABLED is false). */
   start(): void
-  /** Stops the cron jobs, lets a running sync finish (up to a bound) and releases the leader lock. */
+  /**
+   * Stops the cron jobs, lets a running sync finish (up to a bound), records what is still running
+   * as interrupted and releases the leader lock.
+   */
   stop(): Promise<void>
   isLeader(): boolean
   /** Resolves when every job queued so far has finished (tests wait on it). */
@@ -48,8 +51,13 @@ export interface Scheduler {
 
 /** Re-crawl runs are kept this long: the job runs every minute. */
 const RECRAWL_RUNS_KEPT_MS = 86_400_000
-/** How long `stop` waits for a running job before it releases the lock anyway (a run cut short is completed by the next leader). */
-const STOP_WAIT_MS = 10_000
+/** How long `stop` waits for a running sync before it records it as interrupted and releases the lock (the next leader completes its games). */
+export const STOP_WAIT_MS = 10_000
+/**
+ * How long `stop` then tries to record its unfinished runs as interrupted: under PGlite a game's
+ * open transaction holds the only connection. Not recorded in time, they are by the next start.
+ */
+export const RECORD_WAIT_MS = 2_000
 
 /**
  * The scheduled jobs of JOBS on `@elysiajs/cron`. Every node registers them, but a job's body
@@ -77,6 +85,8 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
   const queuedSyncs = new Set<JobName>()
   let recrawling: Promise<void> | undefined
   let catchingUp: Promise<void> | undefined
+  // The runs under way on this node, a sync's or the re-crawl's: what a stop finds here is recorded as interrupted.
+  const activeRuns = new Set<StartedRun>()
 
   const election = leaderElection({
     openSession: openLockSession,
@@ -91,12 +101,8 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
   const mayRun = () => !stopping && election.isLeader()
 
   async function catchUp() {
-    try {
-      const interrupted = await failInterruptedRuns(deps.db, deps.clock.now())
-      if (interrupted > 0) logger.warn({ runs: interrupted }, 'marked runs left unfinished by a stopped leader as failed; they are run again now')
-    } catch (error) {
-      logger.error({ err: error }, 'could not mark interrupted runs')
-    }
+    // Runs a dead leader left are recorded as interrupted; their games, not synced since their instant, are synced below.
+    await recordAbandonedRuns(deps)
     await options.onLead?.().catch((error) => logger.error({ err: error }, 'the work of taking the lead failed'))
     for (const job of JOBS) if (job.tier !== undefined) void queueSync(job)
   }
@@ -133,7 +139,7 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
       return
     }
     logger.info({ job: job.name, scheduledFor, games: due.length }, 'sync run starting')
-    await runSyncJob({ ...deps, alertHook, refreshSnapshot: options.refreshSnapshot }, { job: job.name, scheduledFor, gameSlugs: due })
+    await runSyncJob({ ...deps, alertHook, refreshSnapshot: options.refreshSnapshot, activeRuns }, { job: job.name, scheduledFor, gameSlugs: due })
   }
 
   async function runRecrawl(job: JobDefinition) {
@@ -141,10 +147,13 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
     const recrawl = options.recrawl ?? recrawlConditions
     recrawling = (async () => {
       const now = deps.clock.now()
-      const runId = await startJobRun(deps.db, { job: job.name, scheduledFor: latestRunAtOrBefore(patternOf(job), now) ?? now, games: [], now })
+      const run = await startJobRun(deps.db, { job: job.name, scheduledFor: latestRunAtOrBefore(patternOf(job), now) ?? now, games: [], now }, activeRuns)
+      // Each minute, so a run whose process died is recorded within a minute, even when its last
+      // connection outlived the lead it lost (the new leader's start then found its lock still held).
+      await recordAbandonedRuns(deps)
       try {
         const { refreshed, failed } = await recrawl(deps, { limit: config.conditionRecrawlPerMinute })
-        await finishJobRun(deps.db, runId, {
+        await run.finish({
           // Some cards failing is the marketplace's trouble, retried next minute; all failing is the job's.
           outcome: failed > 0 && refreshed === 0 ? 'failed' : 'succeeded',
           rowsChanged: refreshed,
@@ -152,7 +161,7 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
           now: deps.clock.now(),
         })
       } catch (error) {
-        await finishJobRun(deps.db, runId, { outcome: 'failed', error: error instanceof Error ? error.message : String(error), now: deps.clock.now() })
+        await run.finish({ outcome: 'failed', error: error instanceof Error ? error.message : String(error), now: deps.clock.now() })
         throw error
       }
       await pruneRuns(deps.db, job.name, new Date(now.getTime() - RECRAWL_RUNS_KEPT_MS))
@@ -200,6 +209,16 @@ export function createScheduler(deps: SchedulerDeps, options: SchedulerOptions):
       // Only a sync is waited for: the re-crawl spreads its requests over a whole minute, and a
       // card it has not reached yet is simply taken by the next run.
       await withTimeout(deps.clock, syncLane, STOP_WAIT_MS, () => new Error('the running sync did not finish in time')).catch(() => {})
+      // What still runs will not end before this process does. A run that ends after all still writes how.
+      const runs = [...activeRuns].map((run) => run.id)
+      if (runs.length > 0) {
+        const now = deps.clock.now()
+        const recording = Promise.all([...activeRuns].map((run) => run.interrupt(now)))
+        await withTimeout(deps.clock, recording, RECORD_WAIT_MS, () => new Error(`not recorded within ${RECORD_WAIT_MS} ms`)).then(
+          () => logger.warn({ runs }, 'stopping with runs under way: recorded as interrupted'),
+          (error) => logger.warn({ err: error, runs }, 'stopping with runs under way that could not be recorded as interrupted; the next start records them'),
+        )
+      }
       await election.stop()
     },
     isLeader: () => election.isLeader(),

@@ -2,12 +2,14 @@ import type { Deps } from '../deps'
 import { type SyncDeps, type SyncOptions, type SyncSummary, syncGames } from '../modules/ingest/service'
 import { publishSnapshotChanged } from '../modules/snapshot/store'
 import type { AlertHook, PriceChange } from './alerts'
-import { finishJobRun, startJobRun } from './runs'
+import { recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
 
 export interface SyncJobDeps extends SyncDeps, Pick<Deps, 'redis'> {
   alertHook: AlertHook
   /** Rebuilds this process's own price snapshot (a server's; the CLI has none). */
   refreshSnapshot?: () => Promise<unknown>
+  /** The node's runs under way, which its stop records as interrupted: the run is listed until it ends. */
+  activeRuns?: Set<StartedRun>
 }
 
 export interface SyncJobRequest {
@@ -31,23 +33,29 @@ export interface SyncJobResult {
  * One recorded sync: a `job_runs` row from start to end, then (when any game synced) the new
  * prices go out: this node's snapshot is rebuilt at once, every other node is told through Redis,
  * and the changed prices go to the alert hook. The sync itself is per game transactional and
- * idempotent, so a run killed mid-way leaves the previous data and the next run completes it.
+ * idempotent, so a run killed mid-way leaves the previous data and the next run completes it; as it
+ * starts, a run records the runs and game syncs a dead process left `running` as interrupted.
  */
 export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Promise<SyncJobResult> {
   const { db, clock, logger } = deps
-  const runId = await startJobRun(db, { job: request.job, scheduledFor: request.scheduledFor, games: request.gameSlugs ?? [], now: clock.now() })
+  const run = await startJobRun(
+    db,
+    { job: request.job, scheduledFor: request.scheduledFor, games: request.gameSlugs ?? [], now: clock.now() },
+    deps.activeRuns,
+  )
+  await recordAbandonedRuns(deps)
   let summary: SyncSummary
   try {
     summary = await (request.sync ?? syncGames)(deps, { gameSlugs: request.gameSlugs })
   } catch (error) {
-    await finishJobRun(db, runId, { outcome: 'failed', error: error instanceof Error ? error.message : String(error), now: clock.now() })
+    await run.finish({ outcome: 'failed', error: error instanceof Error ? error.message : String(error), now: clock.now() })
     throw error
   }
   const { changes } = summary
   // A game synced in part counts as failed here: the run did not bring every price up to date.
   const failed = summary.games.filter((game) => game.status !== 'succeeded')
   const rowsSkipped = summary.games.reduce((sum, game) => sum + (game.stats?.rows_skipped ?? 0), 0)
-  await finishJobRun(db, runId, {
+  await run.finish({
     outcome: failed.length > 0 ? 'failed' : 'succeeded',
     games: summary.games.map((game) => game.slug),
     rowsChanged: changes.length,
@@ -55,6 +63,7 @@ export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Pr
     error: failed.length > 0 ? failed.map((game) => `${game.slug}: ${game.error}`).join('; ') : undefined,
     now: clock.now(),
   })
+  const runId = run.id
   logger.info(
     { job: request.job, runId, games: summary.games.length, failed: summary.failed, partial: summary.partial, changes: changes.length, rowsSkipped },
     failed.length > 0 ? 'sync run finished with failed or partly synced games (what failed keeps its previous data)' : 'sync run succeeded',
@@ -72,4 +81,3 @@ export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Pr
   }
   return { runId, summary, changes }
 }
-

@@ -1,10 +1,12 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { freshDatabase } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
+import { eventually } from '../../test/helpers/eventually'
+import { startServer } from '../../test/helpers/server'
 import { openPostgres } from '../db/client'
 import { accounts } from '../db/schema'
 import { findActiveKey, findSessionAccount } from '../modules/auth/repo'
-import { sha256Hex } from '../modules/auth/secrets'
+import { newApiKey, sha256Hex } from '../modules/auth/secrets'
 import { systemClock } from './clock'
 import { createLogger } from './logger'
 
@@ -77,4 +79,51 @@ describe('database errors are logged without the values bound to the query', asy
     expect(line.key).toBe('[redacted]')
     expect(line.headers.cookie).toBe('[redacted]')
   })
+})
+
+// A client that puts its key in the URL (`?token=…`, a path segment) during a database outage: the
+// service answers 503 and logs the request's URL. A real server over HTTP, its database a port
+// that refuses, its whole log read back.
+describe.skipIf(!TEST_DATABASE_URL)('keys in a logged URL are redacted', async () => {
+  const down = await openPostgres('postgres://postgres@127.0.0.1:1/none', { connectTimeoutSeconds: 1 })
+  afterAll(() => down.close(), 30_000)
+  const { lines, logger } = capture()
+  const server = startServer({ db: down.db, redis: undefined, logger, clock: systemClock })
+
+  test('in the query and the path, also upper-cased, truncated or percent-encoded; the rest of the URL stays', async () => {
+    const keys = Array.from({ length: 7 }, () => newApiKey().raw)
+    const body = (key: string) => key.slice('tcg_live_'.length)
+    const percentEncoded = (text: string) => [...text].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).join('')
+    const paths = [
+      `/v1/cards/1?token=${keys[0]}`,
+      `/v1/cards/${keys[1]}`,
+      `/v1/cards/1/prices?x=1&api_key=${keys[2]}&y=2`,
+      `/v1/cards/1?token=${keys[3]!.toUpperCase()}`,
+      `/v1/cards/1?token=${keys[4]!.slice(0, 20)}`,
+      `/v1/cards/1?token=tcg%5Flive%5F${body(keys[5]!)}`,
+      `/v1/cards/1?token=${percentEncoded(keys[6]!)}`,
+    ]
+    const asker = newApiKey().raw
+    for (const path of paths) {
+      const response = await fetch(server.base + path, { headers: { 'x-api-key': asker } })
+      expect({ path, status: response.status }).toEqual({ path, status: 503 })
+    }
+    const outage = () => lines.map((line) => JSON.parse(line)).filter((line) => line.msg === 'database unavailable')
+    await eventually(() => outage().length >= paths.length, { what: 'every 503 logged' })
+    const log = lines.join('')
+    // Any 11 characters of a key's random part would be a leak (the display prefix shows 4).
+    const leaked = keys.filter((key) => [body(key), body(key).toUpperCase(), percentEncoded(body(key))].some((part) => log.includes(part.slice(0, 11))))
+    expect(leaked).toEqual([])
+    const urls = outage().map((line) => line.url as string)
+    expect(urls).toContain(`${server.base}/v1/cards/1?token=tcg_live_[redacted]`)
+    expect(urls).toContain(`${server.base}/v1/cards/tcg_live_[redacted]`)
+    expect(urls).toContain(`${server.base}/v1/cards/1/prices?x=1&api_key=tcg_live_[redacted]&y=2`)
+  })
+})
+
+test('the display prefix (the prefix and 4 characters, as the key list shows it) stays readable; in any field, 5 characters are redacted', () => {
+  const { lines, logger } = capture()
+  logger.info({ keyPrefix: 'tcg_live_AbCd', note: 'sent tcg_live_AbCdE by mistake' }, 'key tcg_live_Zz9yXw in the message')
+  const line = JSON.parse(lines[0]!)
+  expect(line).toMatchObject({ keyPrefix: 'tcg_live_AbCd', note: 'sent tcg_live_[redacted] by mistake', msg: 'key tcg_live_[redacted] in the message' })
 })

@@ -1,12 +1,29 @@
 import pino, { type Logger } from 'pino'
 import type { LogLevel } from '../config'
+import { API_KEY_PREFIX } from '../modules/auth/secrets'
 
 export type { Logger }
+
+/** A character as it may appear in a URL: itself (any case) or percent-encoded. */
+const inUrl = (character: string) =>
+  `(?:${character.replace(/[^0-9A-Za-z]/g, '\\$&')}|%${character.charCodeAt(0).toString(16).padStart(2, '0')})`
+
+/**
+ * An API key wherever it appears in a log line (a URL's query or path, an error's message): the
+ * prefix in any case, each character possibly percent-encoded, then every key character that
+ * follows, so a truncated or mangled key goes too. The prefix and 4 characters are what the key
+ * list shows (docs/decisions.md "API keys") and stay readable; 5 or more are redacted.
+ */
+const KEY_SHAPED = new RegExp(`${[...API_KEY_PREFIX].map(inUrl).join('')}(?:[0-9A-Za-z]|%[0-9A-Fa-f]{2}){5,}`, 'gi')
+
+/** The line with every key-shaped value replaced by the prefix and `[redacted]`. */
+const redactKeys = (line: string) => line.replace(KEY_SHAPED, `${API_KEY_PREFIX}[redacted]`)
 
 /**
  * JSON logs to stdout. Credentials are redacted at the logger, so a careless `log.info({ headers })`
  * can never write a key, cookie or password, and errors are logged without the values bound to
- * their queries (see serializeError).
+ * their queries (see serializeError). A key a client put in its URL is redacted from the written
+ * line, whichever field carries it.
  */
 export function createLogger(level: LogLevel, destination?: pino.DestinationStream): Logger {
   const options: pino.LoggerOptions = {
@@ -30,6 +47,7 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
       censor: '[redacted]',
     },
     serializers: { err: serializeError },
+    hooks: { streamWrite: redactKeys },
   }
   return destination ? pino(options, destination) : pino(options)
 }

@@ -143,3 +143,71 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
     expect(held!.n).toBe(0)
   }, 90_000)
 })
+
+// The every-minute condition re-crawl spreads its refreshes over its minute, so a node is caught
+// mid-run by waiting for the next minute to turn. A leader killed mid-run leaves it to the next
+// leader, which records it interrupted; a leader stopped cleanly records its own run interrupted.
+// Neither is a failure.
+describe.skipIf(!TEST_DATABASE_URL)('runs cut short by a kill or a stop', async () => {
+  const nodes: Listening[] = []
+  afterAll(async () => {
+    for (const node of nodes) {
+      node.child.kill('SIGKILL')
+      await node.child.exited
+    }
+  }, 30_000)
+  const database = await freshDatabase('seeded')
+  const env = {
+    PATH: process.env.PATH ?? '',
+    DATABASE_URL: database.url,
+    ...(TEST_REDIS_URL && { REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: testRedisPrefix() }),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DEMO_SCALE: 'tiny',
+    LEADER_RETRY_SECONDS: '1',
+    CONDITION_RECRAWL_PER_MINUTE: '30',
+    LOG_LEVEL: 'info',
+  }
+  const start = () => spawnUntilListening(['src/index.ts'], env).then((node) => (nodes.push(node), node))
+  const leads = async (node: Listening) => ((await (await fetch(`${node.url}/ready`)).json()) as any).jobs.leader as boolean
+  const recrawls = () =>
+    selectRows<{ id: number; outcome: string; error: string | null }>(database.db, sql`select id, outcome, error from job_runs where job = 'condition-recrawl' order by id`)
+  /** The re-crawl run under way that is not one of `known`: the minute's run of the node leading now. */
+  const recrawlUnderWay = (known: number[]) =>
+    eventually(async () => (await recrawls()).find((run) => run.outcome === 'running' && !known.includes(run.id)), {
+      timeout: 90_000,
+      interval: 200,
+      what: 'a re-crawl run under way (one starts when the minute turns)',
+    })
+
+  test('kill -9 mid-run: the next leader records the run interrupted; SIGTERM mid-run: the stopping node does', async () => {
+    const [a, b] = [await start(), await start()]
+    await eventually(async () => (await leads(a)) !== (await leads(b)), { timeout: 30_000, what: 'one node leading' })
+    const [leader, follower] = (await leads(a)) ? [a, b] : [b, a]
+
+    const killedRun = await recrawlUnderWay([])
+    leader.child.kill('SIGKILL')
+    await leader.child.exited
+    await eventually(() => leads(follower), { timeout: 30_000, what: 'the follower leading' })
+    // At its start, or at its first re-crawl's if the dead node's last connection outlived its lead.
+    await eventually(async () => (await recrawls()).find((run) => run.id === killedRun.id && run.outcome !== 'running'), {
+      timeout: 90_000,
+      what: "the new leader judging the dead leader's run",
+    })
+    expect((await recrawls()).find((run) => run.id === killedRun.id)).toEqual({
+      id: killedRun.id,
+      outcome: 'interrupted',
+      error: 'the process running it ended before it finished',
+    })
+
+    const stoppedRun = await recrawlUnderWay([killedRun.id])
+    follower.child.kill('SIGTERM')
+    expect(await follower.child.exited).toBe(0)
+    expect((await recrawls()).find((run) => run.id === stoppedRun.id)).toEqual({
+      id: stoppedRun.id,
+      outcome: 'interrupted',
+      error: 'the node stopped before the run finished',
+    })
+    expect((await recrawls()).filter((run) => run.outcome === 'failed')).toEqual([])
+  }, 240_000)
+})

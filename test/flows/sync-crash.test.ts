@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
+import { interruptAbandonedRuns } from '../../src/jobs/runs'
 import { syncGames } from '../../src/modules/ingest/service'
 import { createDemoSource } from '../../src/modules/ingest/sources/demo'
 import { addDays, clockWithWall, systemClock, utcDate } from '../../src/shared/clock'
@@ -11,8 +12,9 @@ import { ROOT } from '../helpers/process'
 /**
  * `bun src/cli.ts sync` killed with SIGKILL mid-way: every game is one transaction, so the games
  * it finished keep their new prices, the game it was in keeps its previous data whole, and the
- * next run completes the day. The CLI reads the system clock, so the catalog is seeded the day
- * before with a fixed clock and the sync really moves prices.
+ * next run completes the day and records the killed run and its game in progress as interrupted.
+ * The CLI reads the system clock, so the catalog is seeded the day before with a fixed clock and
+ * the sync really moves prices.
  */
 describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
   const database = await freshDatabase('empty')
@@ -43,7 +45,12 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
       ).map((row) => [row.game_id, row.n]),
     )
   const runs = () =>
-    selectRows<{ game_id: number; status: string }>(db, sql`select game_id, status from sync_runs where price_date = ${today} order by id`)
+    selectRows<{ id: number; game_id: number; status: string; error: string | null }>(
+      db,
+      sql`select id, game_id, status, error from sync_runs where price_date = ${today} order by id`,
+    )
+  const manualRuns = () =>
+    selectRows<{ id: number; outcome: string; error: string | null }>(db, sql`select id, outcome, error from job_runs where job = 'manual-sync' order by id`)
   const byGame = (rows: PriceState[], gameId: number) => rows.filter((row) => row.game_id === gameId)
 
   const cli = () =>
@@ -73,6 +80,9 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
       { timeout: 60_000, interval: 10, what: 'three games synced and a fourth in progress' },
     )
     expect(child.exitCode).toBeNull()
+    // While the CLI lives, its run and its game in progress are its own: nobody takes them for abandoned.
+    expect(await interruptAbandonedRuns(db, systemClock.now())).toEqual({ runs: 0, gameSyncs: 0 })
+    expect((await manualRuns()).map((run) => run.outcome)).toEqual(['running'])
     child.kill('SIGKILL')
     await child.exited
     expect(child.signalCode).toBe('SIGKILL')
@@ -84,6 +94,8 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
     expect(succeeded.length).toBeLessThan(gameIds.length)
     // The game in progress when the process died: its run row was committed before its transaction.
     expect(running).toHaveLength(1)
+    // Nothing has looked at them since: the dead run's rows still say running.
+    expect((await manualRuns()).map((run) => run.outcome)).toEqual(['running'])
 
     const after = await prices()
     const history = await todaysHistory()
@@ -101,9 +113,10 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
     }
   }, 90_000)
 
-  test('the next run completes the day and leaves the finished games as the first run wrote them', async () => {
+  test('the next run completes the day, leaves the finished games as the first run wrote them, and records the killed run as interrupted', async () => {
     const afterKill = await prices()
     const finishedFirst = new Set((await runs()).filter((run) => run.status === 'succeeded').map((run) => run.game_id))
+    const cutShort = (await runs()).find((run) => run.status === 'running')!
 
     const child = cli()
     const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()])
@@ -123,5 +136,13 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
       sql`select count(*)::int as n from (select 1 from price_history group by card_id, printing, date having count(*) > 1) d`,
     )
     expect(duplicates!.n).toBe(0)
+
+    // The killed run and its game in progress are interrupted, not running (nor failed); the re-run succeeded.
+    const [killed, rerun] = await manualRuns()
+    expect(killed).toMatchObject({ outcome: 'interrupted', error: 'the process running it ended before it finished' })
+    expect(rerun).toMatchObject({ outcome: 'succeeded', error: null })
+    const gameSyncs = await runs()
+    expect(gameSyncs.find((run) => run.id === cutShort.id)).toMatchObject({ status: 'interrupted', error: expect.stringContaining('its previous data stands') })
+    expect(gameSyncs.filter((run) => run.status === 'running')).toEqual([])
   }, 120_000)
 })

@@ -10,7 +10,7 @@ export const syncRuns = pgTable(
     gameId: integer('game_id').references(() => games.id),
     /** The UTC date the prices are for. */
     priceDate: text('price_date').notNull(),
-    /** running | succeeded | failed */
+    /** running | succeeded | partial | failed | interrupted */
     status: text('status').notNull(),
     stats: jsonb('stats').$type<Record<string, number>>(),
     error: text('error'),
@@ -35,7 +35,7 @@ export const jobRuns = pgTable(
     scheduledFor: timestamptz('scheduled_for').notNull(),
     /** Slugs of the games the run covered. */
     games: jsonb('games').$type<string[]>().notNull(),
-    /** running | succeeded | failed (a run with some failed games is failed) */
+    /** running | succeeded | failed (a run with some failed or partial games is failed) | interrupted */
     outcome: text('outcome').notNull(),
     rowsChanged: integer('rows_changed'),
     /** Source rows refused by validation and skipped (never stored half); null before it was counted. */

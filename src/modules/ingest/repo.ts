@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql, type SQL } from 'drizzle-orm'
+import { and, eq, inArray, lt, sql, type SQL } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
 import { canCopy, copyIn } from '../../db/binary-copy'
 import { type Database, type Executor, runWithoutStatementTimeout, selectRows } from '../../db/client'
@@ -450,9 +450,12 @@ export async function refreshStatistics(db: Database): Promise<void> {
   await runWithoutStatementTimeout(db, [sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}, ${searchWords}`, sql`analyze ${priceHistory}`])
 }
 
+/** The advisory lock class of a game's sync, `(7301, game id)`. */
+const GAME_SYNC_LOCK = 7301
+
 /** Serialises syncs of one game across every node: the lock lives until the transaction ends. */
 export async function lockGameForSync(db: Executor, gameId: number): Promise<void> {
-  await db.execute(sql`select pg_advisory_xact_lock(7301, ${gameId})`)
+  await db.execute(sql`select pg_advisory_xact_lock(${GAME_SYNC_LOCK}, ${gameId})`)
 }
 
 export async function startSyncRun(db: Executor, gameId: number, priceDate: string, now: Date): Promise<number> {
@@ -472,6 +475,30 @@ export async function finishSyncRun(
     .update(syncRuns)
     .set({ status: outcome.status, stats: outcome.stats, error: outcome.error, finishedAt: outcome.now })
     .where(eq(syncRuns.id, id))
+}
+
+/**
+ * Game syncs a process left `running` when it died mid-way (docs/decisions.md "Missed and
+ * interrupted runs") are marked `interrupted`: those started before `startedBefore` (the caller
+ * names the instant before which no live run started) whose game's sync lock no session holds or
+ * waits for. The game's transaction died with its process, so its previous data stands.
+ */
+export async function interruptAbandonedSyncRuns(db: Executor, options: { startedBefore: Date; now: Date }): Promise<number> {
+  const rows = await db
+    .update(syncRuns)
+    .set({ status: 'interrupted', error: 'the process syncing it ended before the game was committed; its previous data stands', finishedAt: options.now })
+    .where(
+      and(
+        eq(syncRuns.status, 'running'),
+        lt(syncRuns.startedAt, options.startedBefore),
+        sql`not exists (
+          select 1 from pg_locks l
+          where l.locktype = 'advisory' and l.database = (select oid from pg_database where datname = current_database())
+            and l.classid = ${GAME_SYNC_LOCK} and l.objid = ${syncRuns.gameId}::oid and l.objsubid = 2)`,
+      ),
+    )
+    .returning({ id: syncRuns.id })
+  return rows.length
 }
 
 /** Adds `requests` to the day's count of marketplace requests (one statement: nodes add theirs concurrently). */

@@ -39,7 +39,7 @@ const CREATE_DESCRIPTION = `Needs the **${PRO}** tier or higher (403 \`TIER_REQU
 
 **Signature** ([Standard Webhooks](https://www.standardwebhooks.com)). Headers \`webhook-id\` (the event id, the same on every retry: de-duplicate on it), \`webhook-timestamp\` (Unix seconds of the attempt) and \`webhook-signature\`: \`v1,\` followed by the base64 HMAC-SHA256 of \`<webhook-id>.<webhook-timestamp>.<body>\`, keyed with the bytes of the base64 part of the secret after \`whsec_\`. Any Standard Webhooks library verifies it.
 
-**Targets.** \`url\` must be http or https, without credentials or a fragment, and its host must be public: a literal or resolved loopback, private, link-local (cloud metadata), unique-local or other non-public address is refused with 400, here and again at every delivery.`
+**Targets.** \`url\` must be http or https, without credentials (any \`user:password@\`, even empty) or a fragment, and its host must be public: a literal or resolved loopback, private, link-local (cloud metadata), unique-local or other non-public address, or an IPv6 address that embeds an IPv4 one (IPv4-compatible, 6to4, NAT64, Teredo; an IPv4-mapped one is judged as its IPv4 address), is refused with 400, here and again at every delivery.`
 
 /** Webhook management, authenticated with the session cookie like key management. */
 export function webhookRoutes(auth: AuthRuntime, settings: WebhookSettings) {

@@ -46,8 +46,69 @@ describe('forbiddenAddress', () => {
     expect(forbiddenAddress(address)).toContain(words)
   })
 
-  test.each(['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '::ffff:8.8.4.4'])('%s is public', (address) => {
+  test.each(['93.184.215.14', '8.8.8.8', '2606:4700:4700::1111', '2001:4860:4860::8888', '::ffff:8.8.4.4'])('%s is public', (address) => {
     expect(forbiddenAddress(address)).toBeUndefined()
+  })
+
+  // IPv6 forms that carry an IPv4 address, which a host's stack, a relay or a gateway may deliver
+  // to: refused whatever IPv4 address they carry, public or not. Only IPv4-mapped (a v4 socket in
+  // v6 notation) is judged as its IPv4 address.
+  test.each([
+    ['::127.0.0.1', 'IPv4-compatible'],
+    ['::7f00:1', 'IPv4-compatible'],
+    ['::8.8.8.8', 'IPv4-compatible'],
+    ['0:0:0:0:0:0:8.8.8.8', 'IPv4-compatible'],
+    ['::0.0.0.2', 'IPv4-compatible'],
+    ['::ffff:0:7f00:1', 'IPv4-translated'],
+    ['2002:7f00:1::', '6to4'],
+    ['2002:808:808::1', '6to4'],
+    ['64:ff9b::7f00:1', 'NAT64'],
+    ['64:ff9b::8.8.8.8', 'NAT64'],
+    ['64:ff9b:1::a00:1', 'NAT64'],
+    ['2001::1', 'Teredo'],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', 'Teredo'],
+    ['fec0::1', 'site-local'],
+    ['1::1', 'outside the global unicast range'],
+    ['::1:0:0:1', 'outside the global unicast range'],
+    ['4000::1', 'outside the global unicast range'],
+  ])('%s is refused as %s', (address, words) => {
+    expect(forbiddenAddress(address)).toContain(words)
+  })
+
+  const octets = fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.nat(255))
+  const hex = (parts: number[]) => [((parts[0]! << 8) | parts[1]!).toString(16), ((parts[2]! << 8) | parts[3]!).toString(16)]
+
+  test('property: every IPv4 address, written in any IPv6 form that embeds it other than IPv4-mapped, is refused', () => {
+    fc.assert(
+      fc.property(octets, (parts) => {
+        const [high, low] = hex(parts)
+        const dotted = parts.join('.')
+        for (const address of [
+          `::${dotted}`,
+          `::${high}:${low}`,
+          `0:0:0:0:0:0:${dotted}`,
+          `::ffff:0:${dotted}`,
+          `2002:${high}:${low}::1`,
+          `64:ff9b::${dotted}`,
+          `64:ff9b::${high}:${low}`,
+          `2001:0:${high}:${low}::1`,
+        ]) {
+          expect({ address, refused: forbiddenAddress(address) !== undefined }).toEqual({ address, refused: true })
+        }
+      }),
+    )
+  })
+
+  test('property: an IPv4-mapped address is judged exactly as the IPv4 address it carries', () => {
+    fc.assert(
+      fc.property(octets, (parts) => {
+        const [high, low] = hex(parts)
+        const dotted = parts.join('.')
+        const asIPv4 = forbiddenAddress(dotted) === undefined
+        expect(forbiddenAddress(`::ffff:${dotted}`) === undefined).toBe(asIPv4)
+        expect(forbiddenAddress(`::ffff:${high}:${low}`) === undefined).toBe(asIPv4)
+      }),
+    )
   })
 
   test('every IPv4 address in 10/8, 127/8, 169.254/16, 172.16/12 and 192.168/16 is refused, also IPv4-mapped', () => {
@@ -74,6 +135,15 @@ describe('checkTargetAtCreation', () => {
     ['file:///etc/passwd', 'http or https'],
     ['not a url', 'absolute'],
     ['https://user:pass@example.com/hook', 'credentials'],
+    ['https://user@example.com/hook', 'credentials'],
+    ['https://:pass@example.com/hook', 'credentials'],
+    // Empty credentials: the URL parser drops them, so only the text shows them.
+    ['http://:@93.184.215.14/', 'credentials'],
+    ['http://@93.184.215.14/', 'credentials'],
+    ['http:@93.184.215.14/', 'credentials'],
+    ['http:\\\\:@93.184.215.14/', 'credentials'],
+    [' http://:@93.184.215.14/', 'credentials'],
+    ['http://:\t@93.184.215.14/', 'credentials'],
     ['https://example.com/hook#part', 'fragment'],
     [`https://example.com/${'a'.repeat(2100)}`, '2048'],
   ])('%s is refused whatever the operator allows', async (url, words) => {
@@ -91,8 +161,20 @@ describe('checkTargetAtCreation', () => {
     ['http://169.254.169.254/latest/meta-data/', 'link-local'],
     ['http://[fe80::1]/hook', 'link-local'],
     ['http://[::ffff:169.254.169.254]/', 'link-local'],
+    ['http://[::127.0.0.1]/', 'IPv4-compatible'],
+    ['http://[::8.8.8.8]/', 'IPv4-compatible'],
+    ['http://[2002:7f00:1::]/', '6to4'],
+    ['http://[64:ff9b::a9fe:a9fe]/', 'NAT64'],
+    ['http://[2001:0:7f00:1::]/', 'Teredo'],
   ])('a literal address: %s is refused', async (url, words) => {
     expect(await refusal(check(url, strict))).toContain(words)
+  })
+
+  test("an @ after the host (in the path, query or a name's resolution) is no userinfo", async () => {
+    const resolve = resolvingTo('93.184.215.14')
+    for (const url of ['https://hooks.example/a@b', 'https://hooks.example/?to=a@b', 'https://hooks.example\\x@y', 'http://93.184.215.14/@']) {
+      expect({ url, outcome: await refusal(check(url, { ...strict, resolve })) }).toEqual({ url, outcome: 'accepted' })
+    }
   })
 
   test('a name resolving to a loopback address (the real resolver, localhost) is refused', async () => {

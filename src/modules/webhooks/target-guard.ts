@@ -3,9 +3,10 @@ import ipaddr from 'ipaddr.js'
 import { type Clock, withTimeout } from '../../shared/clock'
 
 /**
- * SSRF guard for webhook targets. A target must be http(s), and every address its host stands
- * for must be public: not loopback, private, link-local (where cloud metadata services answer),
- * unique-local, carrier-grade NAT, unspecified, multicast or reserved. Checked at creation and
+ * SSRF guard for webhook targets. A target must be http(s) without userinfo, and every address its
+ * host stands for must be public: not loopback, private, link-local (where cloud metadata services
+ * answer), unique-local, carrier-grade NAT, unspecified, multicast or reserved, nor an IPv6 form
+ * that embeds an IPv4 address (other than IPv4-mapped, judged as that address). Checked at creation and
  * again at delivery, where the address the connection actually reached is checked too, so a name
  * that later resolves elsewhere (DNS rebinding) gets nowhere. WEBHOOK_ALLOW_PRIVATE_TARGETS lifts
  * the address rule, never the scheme rule.
@@ -45,22 +46,50 @@ const RANGE_WORDS: Record<string, string> = {
   multicast: 'a multicast',
   broadcast: 'a broadcast',
   reserved: 'a reserved',
+  rfc6145: 'an IPv4-translated (embeds an IPv4 address)',
+  rfc6052: 'a NAT64 (embeds an IPv4 address)',
+  '6to4': 'a 6to4 (embeds an IPv4 address)',
+  teredo: 'a Teredo (embeds an IPv4 address)',
+  deprecatedSiteLocal: 'a deprecated site-local',
 }
+
+/** 2000::/3, the only IPv6 block IANA allocates for global unicast: everything else is reserved or special. */
+const GLOBAL_UNICAST = ipaddr.parseCIDR('2000::/3')
+
+/**
+ * ipaddr.js reads `::a.b.c.d` as `::ffff:a.b.c.d` (IPv4-mapped); written `0::a.b.c.d` it is read
+ * as what it is, an IPv4-compatible address (::/96).
+ */
+const parseAddress = (address: string) => ipaddr.parse(/^::[^:]*\.[^:]*$/.test(address) ? `0${address}` : address)
 
 /** Why this address may not be a target (`a loopback address`), or undefined when it is public. */
 export function forbiddenAddress(address: string): string | undefined {
   const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address
   if (!ipaddr.isValid(bare)) return 'not an IP address'
-  let parsed = ipaddr.parse(bare)
-  // ::ffff:10.0.0.1 reaches 10.0.0.1: judge the IPv4 address it carries.
+  let parsed = parseAddress(bare)
+  // ::ffff:10.0.0.1 is how an IPv4 socket's peer is written in IPv6: judge the IPv4 address it carries.
   if (parsed instanceof ipaddr.IPv6 && parsed.isIPv4MappedAddress()) parsed = parsed.toIPv4Address()
   const range = parsed.range()
-  if (range === 'unicast') return undefined
-  return `${RANGE_WORDS[range] ?? `a non-public (${range})`} address`
+  if (range !== 'unicast') return `${RANGE_WORDS[range] ?? `a non-public (${range})`} address`
+  if (parsed instanceof ipaddr.IPv4) return undefined
+  // ::a.b.c.d (RFC 4291 deprecated it): some stacks and tunnels still deliver it to the IPv4 address it carries.
+  if (parsed.parts.slice(0, 6).every((part) => part === 0)) return 'a deprecated IPv4-compatible address (embeds an IPv4 address)'
+  if (!parsed.match(GLOBAL_UNICAST)) return 'a reserved address (outside the global unicast range 2000::/3)'
+  return undefined
 }
 
 /** The URL's host name without IPv6 brackets (WHATWG URL has already normalised 0x7f.1 and the like to 127.0.0.1). */
 const hostOf = (url: URL) => url.hostname.replace(/^\[(.*)\]$/, '$1')
+
+/**
+ * Whether the URL's text has userinfo: an @ in its authority (after the scheme and its slashes or
+ * backslashes, before the next one or ? or #). The parsed URL cannot say: it drops an empty `:@`.
+ * Tabs and newlines are removed and leading spaces and controls trimmed first, as the URL parser does.
+ */
+function hasUserinfo(raw: string): boolean {
+  const text = raw.replace(/[\t\n\r]/g, '').replace(/^[\x00-\x20]+/, '')
+  return /^[a-z][a-z\d+.-]*:[\\/]*[^\\/?#]*@/i.test(text)
+}
 
 /** The scheme and form rules that hold whatever the operator allows: throws RefusedTarget. */
 export function parseTarget(raw: string): URL {
@@ -72,7 +101,7 @@ export function parseTarget(raw: string): URL {
     throw new RefusedTarget('url must be an absolute http:// or https:// URL')
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new RefusedTarget('url must use http or https')
-  if (url.username || url.password) throw new RefusedTarget('url must not carry credentials; put a token in the path or query instead')
+  if (hasUserinfo(raw)) throw new RefusedTarget('url must not carry credentials (no user:password@, even empty); put a token in the path or query instead')
   if (url.hash) throw new RefusedTarget('url must not have a #fragment')
   return url
 }
