@@ -16,7 +16,7 @@ import { snapshotStore } from './modules/snapshot/store'
 import { registerFormats } from './shared/formats'
 import { errorHandler, lastResortErrorResponse } from './shared/http'
 import { repeatRoutes } from './shared/repeat-routes'
-import { requestRules } from './shared/request-rules'
+import { connectionTimeoutSeconds, requestRules } from './shared/request-rules'
 import { webhookRoutes } from './modules/webhooks/routes'
 import { NO_WEBHOOK_SETTINGS, type WebhookSettings } from './modules/webhooks/settings'
 
@@ -49,8 +49,9 @@ export function createApp(deps: AppDeps) {
       // Never Bun's development error page, whatever NODE_ENV says.
       development: false,
       error: lastResortErrorResponse(deps.logger),
-      // A connection silent this long (a stalled body, an idle client) is closed.
-      idleTimeout: requestTimeoutSeconds,
+      // A connection silent for REQUEST_TIMEOUT_SECONDS is closed, never sooner (an answer being
+      // prepared is not cut off); request-rules times a body itself.
+      idleTimeout: connectionTimeoutSeconds(requestTimeoutSeconds),
       // A backstop only: request-rules refuses bodies over maxBodyBytes with the envelope first (a
       // declared length before reading, a chunked body as it is read), while Bun refuses a declared
       // length over its own limit with a bare 413 before the app sees the request.
@@ -59,7 +60,7 @@ export function createApp(deps: AppDeps) {
       routes: repeatRoutes({ ...catalogRepeats(auth, snapshots, catalogReads), ...pricesRepeats(auth, snapshots) }, (request): Response | Promise<Response> => app.fetch(request)),
     },
   })
-    .use(requestRules({ maxBodyBytes }))
+    .use(requestRules({ maxBodyBytes, requestTimeoutSeconds }, deps.clock))
     .use(
       errorHandler(deps.logger, {
         allowedMethods: (path) => allowedMethods(path),

@@ -1,9 +1,10 @@
 import { Elysia } from 'elysia'
+import type { Clock, Timer } from './clock'
 import { AppError, type ErrorDetail } from './errors'
 
-// What every request must be before any route code sees it: bodies within the size limit and JSON
-// by one media-type rule, JSON no deeper than MAX_JSON_DEPTH, and no NUL character in a string that
-// could reach PostgreSQL (it refuses them: "invalid byte sequence 0x00", which was a 500).
+// What every request must be before any route code sees it: bodies within the size and time limits
+// and JSON by one media-type rule, JSON no deeper than MAX_JSON_DEPTH, and no NUL character in a
+// string that could reach PostgreSQL (it refuses them: "invalid byte sequence 0x00", which was a 500).
 
 /** Deeper JSON is refused: no body of this API nests beyond 3 levels, and deep values overflow the validator's stack. */
 export const MAX_JSON_DEPTH = 32
@@ -21,12 +22,36 @@ export class RefusedBody {
   constructor(readonly error: AppError) {}
 }
 
-// The connection is closed after the answer: its unread rest of the body would have to be drained.
+export interface BodyLimits {
+  maxBodyBytes: number
+  /** How long a body may take to arrive whole, from the start of its reading (REQUEST_TIMEOUT_SECONDS). */
+  requestTimeoutSeconds: number
+}
+
+/** Bun's per-request timeout (`Server.timeout`): 0 turns it off, a number of seconds sets it again from now. */
+type ConnectionTimeouts = { timeout(request: Request, seconds: number): void }
+
+/**
+ * Bun's connection timeout (`idleTimeout`) for a REQUEST_TIMEOUT_SECONDS. Its timers tick every 4 s
+ * and a timeout fires at a tick up to 4 s before it is due: one set a tick longer never closes a
+ * connection, or cuts off the answer it is preparing, before the setting (255: Bun's maximum).
+ */
+export const connectionTimeoutSeconds = (requestTimeoutSeconds: number) => Math.min(requestTimeoutSeconds + 4, 255)
+
+// Both close the connection after the answer: the unread rest of the body would have to be drained.
 const tooLarge = (maxBytes: number) =>
   new AppError(
     'PAYLOAD_TOO_LARGE',
     `The request body is larger than the limit of ${maxBytes} bytes`,
     [{ field: 'body', message: `must be at most ${maxBytes} bytes` }],
+    { connection: 'close' },
+  )
+
+const tooSlow = (seconds: number) =>
+  new AppError(
+    'REQUEST_TIMEOUT',
+    `The request body took longer than the limit of ${seconds} s to arrive`,
+    [{ field: 'body', message: `must arrive within ${seconds} s` }],
     { connection: 'close' },
   )
 
@@ -48,18 +73,29 @@ export function declaresBody(request: Request) {
   return request.headers.has('transfer-encoding') || (length !== null && length !== '0')
 }
 
-/** The body's bytes, stopped as soon as they pass `maxBytes` (a chunked body declares no length). */
-async function readLimited(request: Request, maxBytes: number): Promise<Uint8Array> {
+/**
+ * The body's bytes, stopped as soon as they pass the size limit (a chunked body declares no length)
+ * or take longer than the time limit: a total, so a body trickled a byte at a time cannot hold a
+ * connection and what it has sent so far (docs/decisions.md "Hostile input").
+ */
+async function readLimited(body: ReadableStream<Uint8Array>, limits: BodyLimits, clock: Clock): Promise<Uint8Array> {
+  const reader = body.getReader()
+  let timer: Timer | undefined
+  const late = new Promise<'late'>((resolve) => (timer = clock.after(limits.requestTimeoutSeconds * 1000, () => resolve('late'))))
   const chunks: Uint8Array[] = []
   let total = 0
-  if (request.body) {
-    for await (const chunk of request.body) {
-      total += chunk.byteLength
-      if (total > maxBytes) throw tooLarge(maxBytes)
-      chunks.push(chunk)
+  try {
+    for (;;) {
+      const next = await Promise.race([reader.read(), late])
+      if (next === 'late') throw tooSlow(limits.requestTimeoutSeconds)
+      if (next.done) return Buffer.concat(chunks)
+      total += next.value.byteLength
+      if (total > limits.maxBodyBytes) throw tooLarge(limits.maxBodyBytes)
+      chunks.push(next.value)
     }
+  } finally {
+    timer?.cancel()
   }
-  return Buffer.concat(chunks)
 }
 
 /**
@@ -84,16 +120,33 @@ function jsonProblem(root: unknown): ErrorDetail | undefined {
   }
 }
 
-/** The body as JSON, a RefusedBody saying why it is not acceptable, or null when there is none. */
-async function parseBody(request: Request, contentType: string, maxBytes: number): Promise<unknown> {
-  if (!declaresBody(request)) return null
+/**
+ * The body as JSON, a RefusedBody saying why it is not acceptable, or null when there is none. Any
+ * body is read, whatever its type, so that one over the limits is refused there (413, 408) and one
+ * within them leaves the connection ready for the next request.
+ */
+async function parseBody(
+  { request, contentType, headers, server }: { request: Request; contentType: string; headers: Record<string, unknown>; server: ConnectionTimeouts | null },
+  limits: BodyLimits,
+  clock: Clock,
+): Promise<unknown> {
+  if (!declaresBody(request) || !request.body) return null
+  // Bun's timer counts from the request's start whatever arrives and closes without an answer:
+  // while the body is read, its own deadline (408) is the only one.
+  server?.timeout(request, 0)
+  let bytes: Uint8Array
+  try {
+    bytes = await readLimited(request.body, limits, clock)
+  } finally {
+    server?.timeout(request, connectionTimeoutSeconds(limits.requestTimeoutSeconds))
+  }
+  delete headers.connection
   // Content-Type is a single value (RFC 9110 §8.3): repeated, the header arrives comma-joined.
   const declared = request.headers.get('content-type')
   if (!isJsonMediaType(contentType) || declared?.includes(',')) {
     const named = declared ? `not ${declared}` : 'and the request names no Content-Type'
     return new RefusedBody(new AppError('UNSUPPORTED_MEDIA_TYPE', `The body must be JSON (Content-Type: application/json), ${named}`))
   }
-  const bytes = await readLimited(request, maxBytes)
   let value: unknown
   try {
     value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
@@ -118,17 +171,20 @@ function nulParameter(parts: Record<'query' | 'path', Record<string, unknown> | 
 
 /**
  * The rules above for every route. A declared length over the limit is refused before routing,
- * without reading a byte of the body; a chunked body is read only up to the limit. Both are 413
- * before any other check. Other body refusals are RefusedBody values the guards throw in their
- * turn (and the error handler if a route without a guard validates one). A NUL in a parameter is a
- * 400 after the guards, like any invalid parameter.
+ * without reading a byte of the body; a chunked body is read only up to the limit. Both are 413,
+ * and a body slower than the time limit 408, before any other check. Other body refusals are
+ * RefusedBody values the guards throw in their turn (and the error handler if a route without a
+ * guard validates one). A NUL in a parameter is a 400 after the guards, like any invalid parameter.
  */
-export function requestRules(limits: { maxBodyBytes: number }) {
+export function requestRules(limits: BodyLimits, clock: Clock) {
   return new Elysia({ name: 'request-rules' })
-    .onRequest(({ request }) => {
+    .onRequest(({ request, set }) => {
       if (Number(request.headers.get('content-length')) > limits.maxBodyBytes) throw tooLarge(limits.maxBodyBytes)
+      // Unless the parser reads it to its end, a body is left unread (a GET's, which Bun never hands
+      // over, or one sent to no route) and is not drained: the answer closes the connection.
+      if (declaresBody(request)) set.headers.connection = 'close'
     })
-    .onParse({ as: 'global' }, ({ request, contentType }) => parseBody(request, contentType, limits.maxBodyBytes))
+    .onParse({ as: 'global' }, ({ request, contentType, set, server }) => parseBody({ request, contentType, headers: set.headers, server }, limits, clock))
     .onBeforeHandle({ as: 'global' }, ({ request, query, params }) => {
       // A decoded NUL can only come from `%00` in the URL: most requests skip the walk.
       if (!request.url.includes('%00') && !request.url.includes('\0')) return
