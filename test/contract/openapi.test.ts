@@ -90,6 +90,8 @@ const failingMarketplace = await startFakeMarketplace({ source: tinySource(), fa
 afterAll(() => failingMarketplace.stop(), 30_000)
 // A source without live listings (as the TCGCSV mirror), for the 404 of bulk condition prices.
 const noListingsServer = startServer({ db: database.db, redis: undefined, logger: testLogger, source: declaredSource('tcgcsv', NO_LISTINGS).source })
+// A body limit of one second, for the 408 of a body that stops arriving.
+const slowBodyServer = startServer({ db: database.db, redis: undefined, logger: testLogger, config: { requestTimeoutSeconds: 1 } })
 const upstreamOutageServer = startServer({
   db: database.db,
   redis: undefined,
@@ -148,6 +150,8 @@ interface Call {
   body?: unknown
   headers?: Record<string, string>
   base?: string
+  /** Send the body's first bytes and then nothing more, as a stalled upload. */
+  stallBody?: boolean
 }
 
 const json = (body: unknown) => ({ body, headers: { 'content-type': 'application/json' } })
@@ -295,8 +299,10 @@ async function send(call: Call, operation: Json): Promise<Response> {
   const key = tierFor(call, operation)
   if (key) headers['x-api-key'] = key
   if (call.cookie) headers.cookie = call.cookie
-  const body = call.body === undefined ? undefined : typeof call.body === 'string' ? call.body : JSON.stringify(call.body)
-  return fetch((call.base ?? server.base) + call.path, { method: call.method ?? 'GET', headers, body })
+  const text = call.body === undefined ? undefined : typeof call.body === 'string' ? call.body : JSON.stringify(call.body)
+  // A stalled upload: its first half, then silence (the stream is never closed).
+  const body = call.stallBody && text ? new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode(text.slice(0, text.length >> 1))) }) : text
+  return fetch((call.base ?? server.base) + call.path, { method: call.method ?? 'GET', headers, body, ...(call.stallBody ? { duplex: 'half' } : {}) } as RequestInit)
 }
 
 /** The call that should answer `status`, from the table or derived from the success call. */
@@ -309,6 +315,7 @@ async function callFor(id: string, operation: Json, status: number): Promise<Cal
   if (status === 401) return keyed ? { ...success, key: undefined } : success.cookie ? { ...success, cookie: undefined } : undefined
   if (status === 403 && keyed) return { ...success, key: 'below' }
   if (status === 403) return { ...success, headers: { ...success.headers, origin: 'https://elsewhere.example' } }
+  if (status === 408) return { ...success, base: slowBodyServer.base, stallBody: true }
   if (status === 413) return { ...success, body: JSON.stringify(success.body) + ' '.repeat(MAX_BODY_BYTES) }
   if (status === 415) return { ...success, body: 'name=x', headers: { 'content-type': 'text/plain' } }
   if (status === 429 && keyed) return { ...success, key: 'exhausted' }

@@ -25,6 +25,7 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   '403': '`FORBIDDEN`: the `Origin` header names another site',
   '404': '`NOT_FOUND`: no such resource (the message names it)',
   '409': '`CONFLICT`: the request conflicts with what exists (the message says how)',
+  '408': '`REQUEST_TIMEOUT`: the body did not arrive whole within `REQUEST_TIMEOUT_SECONDS` (10 s by default); the connection is closed',
   '413': '`PAYLOAD_TOO_LARGE`: the body is larger than the configured limit (1 MiB by default)',
   '415': '`UNSUPPORTED_MEDIA_TYPE`: the body must be JSON (`Content-Type: application/json` or a `+json` type)',
   '429': '`TOO_MANY_ATTEMPTS`: too many login attempts for this email or address, or sign-ups from this address; `Retry-After` says when to try again',
@@ -159,7 +160,7 @@ function completeOperation(method: string, path: string, operation: Json): void 
   if (keyed?.['x-quota-cost'] === 0) delete responses['429']
   // Refused by request-rules.ts on every operation that takes a body.
   if (operation.requestBody) {
-    for (const status of ['413', '415']) responses[status] ??= { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }
+    for (const status of ['408', '413', '415']) responses[status] ??= { content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }
   }
   // Every API operation reads the database (a key or session not yet cached, if nothing else).
   if (path.startsWith('/v1/')) responses['503'] = structuredClone(UNAVAILABLE)
@@ -174,8 +175,8 @@ function completeOperation(method: string, path: string, operation: Json): void 
       delete response.content
       response.description = 'Not modified: the `If-None-Match` tag is still current (no body)'
     }
-    // 401 and 413 come before the key is charged, and a 503 may come before it is known: no quota headers.
-    if (keyed && !['401', '413', '503'].includes(status)) {
+    // 401, 408 and 413 come before the key is charged, and a 503 may come before it is known: no quota headers.
+    if (keyed && !['401', '408', '413', '503'].includes(status)) {
       response.headers = { ...RATE_LIMIT_HEADERS, ...(status === '429' ? { 'Retry-After': RETRY_AFTER } : {}) }
     } else if (status === '429') {
       // The attempt limits (login, sign-up, webhook test pings) say when to try again too.
