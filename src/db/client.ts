@@ -3,6 +3,7 @@ import { join, resolve } from 'node:path'
 import { type ExtractTablesWithRelations, is, type SQL, sql } from 'drizzle-orm'
 import { PostgresJsSession } from 'drizzle-orm/postgres-js/session'
 import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTransaction } from 'drizzle-orm/pg-core'
+import { systemClock } from '../shared/clock'
 import * as schema from './schema'
 
 export type Schema = typeof schema
@@ -46,14 +47,16 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   const { default: postgres } = await import('postgres')
   const { drizzle } = await import('drizzle-orm/postgres-js')
   const { migrate } = await import('drizzle-orm/postgres-js/migrator')
+  const { connectionGuard } = await import('./connection-guard')
   const connect = { onnotice: () => {}, ...(options.connectTimeoutSeconds !== undefined && { connect_timeout: options.connectTimeoutSeconds }) }
+  // One host only: postgres.js walks a list of hosts itself, on sockets it opens itself.
+  const guard = namesSeveralHosts(url) ? undefined : connectionGuard(systemClock)
   const client = postgres(url, {
     ...connect,
     max: options.max ?? 10,
-    // postgres.js waits 3^failures / 100 s (up to 20 s) before reopening a connection after
-    // failures: in an outage the requests queued on it would wait that long, and recovery would
-    // lag as much. Half a second at most still spares a server that is coming back.
-    backoff: (failures: number) => Math.min(0.01 * 2 ** failures, 0.5),
+    // docs/decisions.md "Database outage": the guard opens the connections and spaces the attempts
+    // (postgres.js's own backoff, 3^failures / 100 s up to 20 s, held queued requests that long).
+    ...(guard && ({ socket: guard.socket, backoff: guard.backoff } as object)),
     // A startup parameter: it is the session default, so SET LOCAL lifts it and RESET restores it.
     ...(options.statementTimeoutSeconds !== undefined && { connection: { statement_timeout: options.statementTimeoutSeconds * 1000 } }),
   })
@@ -73,6 +76,12 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     },
     close: () => client.end({ timeout: 5 }),
   }
+}
+
+/** Whether the URL names several hosts, read as postgres.js reads it (`postgres://u@a:1,b:2/db`). */
+function namesSeveralHosts(url: string): boolean {
+  const authority = url.slice(url.indexOf('://') + 3).split(/[?/]/)[0]!
+  return authority.slice(authority.indexOf('@') + 1).includes(',')
 }
 
 /**

@@ -20,11 +20,20 @@ const CONNECTION_CODES = new Set([
 ])
 
 /**
- * SQLSTATEs meaning the server cannot serve now, not that the query is wrong: 57014 a statement
- * timeout (or a cancel), 57P01..57P03 an administrator shutdown, a crash or a server still starting,
- * 53300 no connection slot left; class 08 (connection exceptions) is matched by prefix.
+ * SQLSTATEs meaning the server cannot serve now, not that the query is wrong (docs/decisions.md
+ * "Database outage"): 57014 a statement timeout (or a cancel); class 57P a connection ended by the
+ * server (57P01 administrator command, 57P02 crash of another process, 57P03 starting up, shutting
+ * down or in recovery, 57P04 database dropped, 57P05 idle session timeout); class 53 resources (53300
+ * no connection slot left, 53100 disk full, 53200 out of memory); class 08 a connection exception.
  */
-const UNAVAILABLE_SQLSTATES = new Set(['57014', '57P01', '57P02', '57P03', '53300'])
+const UNAVAILABLE_SQLSTATE = /^(57014|57P0[1-5]|53[0-3]00|08[0-9A-Z]{3})$/
+
+/**
+ * SQLSTATEs that say "not now" only when they refuse a connection (severity FATAL): 55000 "database
+ * … is not currently accepting connections" (ALLOW_CONNECTIONS false), 3D000 "database … does not
+ * exist" (dropped for a restore). Raised by a statement, they are the statement's own fault.
+ */
+const REFUSED_CONNECTION_SQLSTATES = new Set(['55000', '3D000'])
 
 /**
  * Whether `error` says the database cannot answer now (as opposed to a bug or a refused query).
@@ -33,8 +42,11 @@ const UNAVAILABLE_SQLSTATES = new Set(['57014', '57P01', '57P02', '57P03', '5330
  */
 export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   if (typeof error !== 'object' || error === null || depth > 8) return false
-  const { code, cause, errors } = error as { code?: unknown; cause?: unknown; errors?: unknown }
-  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) return true
+  const { code, severity, cause, errors } = error as { code?: unknown; severity?: unknown; cause?: unknown; errors?: unknown }
+  if (typeof code === 'string') {
+    if (CONNECTION_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code)) return true
+    if (REFUSED_CONNECTION_SQLSTATES.has(code) && severity === 'FATAL') return true
+  }
   if (Array.isArray(errors) && errors.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true
   return isDatabaseUnavailable(cause, depth + 1)
 }

@@ -13,7 +13,8 @@ import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy'
 
 // A real database outage under a real service process: `test/fixtures/outage-server.ts` (the app
 // as src/index.ts serves it) reaches PostgreSQL through a TCP proxy this test controls, which
-// refuses, cuts and stalls its connections, then lets them through again. Redis stays up.
+// refuses, cuts and stalls its connections, then lets them through again; and its database is shut
+// to connections (ALLOW_CONNECTIONS false) with its backends terminated. Redis stays up.
 // Without both services (the embedded PGlite run) there is no connection to break: skipped.
 const services = Boolean(TEST_DATABASE_URL && TEST_REDIS_URL)
 
@@ -27,6 +28,13 @@ const READY_CHECK_MS = 2_000
  * these bounds catch take 30 s (postgres.js's default connect timeout) or hang (the fetch gives up at 15 s).
  */
 const SLACK_MS = 5_000
+/**
+ * Each outage under load lasts this long, with requests sent at this steady rate whatever the
+ * answers take: a service whose requests queue behind connection attempts answers ever later
+ * (3.0–9.8 s at a 3 s connect timeout before the connection guard), then not at all.
+ */
+const LOAD_SECONDS = 25
+const LOAD_PER_SECOND = 40
 
 type Reply = { status: number; headers: Headers; body: any; ms: number }
 
@@ -39,7 +47,12 @@ describe.skipIf(!services)('a database outage under a running service', async ()
     if (child) await stopProcess(child)
     await proxy?.close()
   }, 30_000)
+  const { default: postgres } = await import('postgres')
+  // On the server's own database, so it can shut the test's database to connections.
+  const admin = services ? postgres(TEST_DATABASE_URL!, { max: 1, onnotice: () => {} }) : undefined
+  afterAll(() => admin?.end({ timeout: 5 }), 30_000)
   const database = services ? await freshDatabase('seeded') : undefined
+  const databaseName = database ? new URL(database.url!).pathname.slice(1) : ''
   const prefix = testRedisPrefix()
   const redis = services ? await testRedis(prefix) : undefined
   /** Every line the service wrote to stdout, from start to stop. */
@@ -150,6 +163,96 @@ describe.skipIf(!services)('a database outage under a running service', async ()
     expect((await send('/ready')).status).toBe(200)
   })
 
+  /** Waits until the service reads its database again (a probe follows the last failed attempt within a second). */
+  async function recovered() {
+    return eventually(
+      async () => {
+        const answer = await send('/ready')
+        return answer.body?.status === 'ready' && answer
+      },
+      { timeout: 15_000, what: '/ready answering ready again' },
+    )
+  }
+
+  test('the database refuses connections itself (ALLOW_CONNECTIONS false, backends terminated): known keys keep the snapshot routes; the rest is 503', async () => {
+    await admin!.unsafe(`alter database ${databaseName} allow_connections false`)
+    try {
+      await admin!.unsafe('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1', [databaseName])
+      // Every key cached before has expired (a real TTL in the service's process: real time must pass).
+      await systemClock.sleep(KEY_CACHE_TTL_MS + 300)
+      // SQLSTATE 55000 "not currently accepting connections" is an outage: the last-known keys apply.
+      for (let round = 0; round < 2; round++) for (const path of snapshotRoutes()) await expectServed(path)
+      for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), SLACK_MS)
+      remaining--
+      expectUnavailable(await send('/v1/prices/top-movers', { key: unknownKey }), SLACK_MS)
+      const ready = await send('/ready')
+      expect(ready.body).toMatchObject({ status: 'degraded', checks: { database: 'error' } })
+    } finally {
+      await admin!.unsafe(`alter database ${databaseName} allow_connections true`)
+    }
+    await recovered()
+  }, 30_000)
+
+  type Recorded = { path: string; expected: 200 | 503; reply?: Reply; error?: string }
+
+  /**
+   * LOAD_SECONDS of requests at LOAD_PER_SECOND, sent on schedule whatever the earlier ones take:
+   * snapshot routes for the known key (200), database routes and an unknown key (503). Each is
+   * recorded with its answer, or with the error of a request that got none.
+   */
+  async function underLoad(): Promise<Recorded[]> {
+    const kinds: Array<{ path: string; key?: string; cookie?: string; expected: 200 | 503 }> = [
+      { path: '/v1/prices/top-movers?limit=2', key: business.key, expected: 200 },
+      { path: '/v1/sets?per_page=1', key: business.key, expected: 503 },
+      { path: '/v1/keys', cookie: business.cookie, expected: 503 },
+      { path: `/v1/bulk/prices?ids=${cardIds}`, key: business.key, expected: 200 },
+      { path: '/v1/prices/top-movers', key: unknownKey, expected: 503 },
+    ]
+    const sent: Promise<Recorded>[] = []
+    const started = systemClock.monotonic()
+    for (let i = 0; systemClock.monotonic() - started < LOAD_SECONDS * 1000; i++) {
+      const { expected, ...route } = kinds[i % kinds.length]!
+      sent.push(
+        send(route.path, route).then(
+          (reply) => ({ path: route.path, expected, reply }),
+          (error: unknown) => ({ path: route.path, expected, error: String(error) }),
+        ),
+      )
+      // The load's pace, not a wait for something to happen.
+      await systemClock.sleep(1000 / LOAD_PER_SECOND)
+    }
+    return Promise.all(sent)
+  }
+
+  /** Every request answered, as expected, within the connect timeout and a loaded machine's slack. */
+  async function expectAnsweredUnderLoad(recorded: Recorded[]) {
+    expect(recorded.length).toBeGreaterThan(LOAD_SECONDS * LOAD_PER_SECOND * 0.5)
+    expect(recorded.filter((request) => request.error !== undefined)).toEqual([])
+    const bound = CONNECT_TIMEOUT_SECONDS * 1000 + SLACK_MS
+    const slowest = Math.max(...recorded.map((request) => request.reply!.ms))
+    expect(slowest).toBeLessThan(bound)
+    for (const { path, expected, reply } of recorded) {
+      expect({ path, status: reply!.status }).toEqual({ path, status: expected })
+      if (expected === 503) expectUnavailable(reply!, bound)
+    }
+    // The keyed requests were charged: take the count up again from the next answer.
+    const next = await send('/v1/prices/top-movers?limit=2', { key: business.key })
+    expect(next.status).toBe(200)
+    remaining = Number(next.headers.get('x-ratelimit-remaining'))
+  }
+
+  test(`connections refused for ${LOAD_SECONDS} s under load: every request answered at once, as a 503 or from the snapshot`, async () => {
+    await proxy!.refuse()
+    proxy!.cut()
+    await expectAnsweredUnderLoad(await underLoad())
+  }, 90_000)
+
+  test(`connections stalled for ${LOAD_SECONDS} s under load: every request answered within the connect timeout, none left waiting`, async () => {
+    await proxy!.stall()
+    proxy!.cut()
+    await expectAnsweredUnderLoad(await underLoad())
+  }, 90_000)
+
   test('connections refused and cut: known keys keep the snapshot routes past the cache TTL; the rest is 503 at once', async () => {
     await proxy!.refuse()
     proxy!.cut()
@@ -206,14 +309,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
 
   test('after: everything answers again without a restart, and the revoked key is refused as such', async () => {
     await proxy!.resume()
-    const ready = await eventually(
-      async () => {
-        const answer = await send('/ready')
-        return answer.status === 200 && answer
-      },
-      { timeout: 15_000, what: '/ready answering 200 again' },
-    )
-    expect(ready.body).toMatchObject({ status: 'ready', checks: { database: 'ok', redis: 'ok' } })
+    expect((await recovered()).body).toMatchObject({ status: 'ready', checks: { database: 'ok', redis: 'ok' } })
 
     expect((await send('/v1/sets?per_page=1', { key: business.key })).status).toBe(200)
     remaining--

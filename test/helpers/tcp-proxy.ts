@@ -7,6 +7,8 @@ import { type AddressInfo, connect, createServer, type Server, type Socket } fro
  */
 export interface TcpProxy {
   port: number
+  /** Connections accepted so far, in every mode: how often the client tried to connect. */
+  readonly accepted: number
   /** `url` (a postgres:// URL) pointed at the proxy instead of its own host and port. */
   via(url: string): string
   /** New connections are refused (the listening socket closes); open ones carry on. */
@@ -25,6 +27,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   let mode: 'forward' | 'stall' = 'forward'
   let server: Server | undefined
   let port = 0
+  let accepted = 0
 
   const track = (socket: Socket) => {
     sockets.add(socket)
@@ -33,6 +36,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   }
 
   function accept(client: Socket) {
+    accepted++
     track(client)
     if (mode === 'stall') return
     const upstream = connect(target.port, target.host)
@@ -65,6 +69,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   return {
     get port() {
       return port
+    },
+    get accepted() {
+      return accepted
     },
     via(url) {
       const parsed = new URL(url)
