@@ -37,7 +37,7 @@ Commands:
   key:create --email E [--name N] create an API key for the account; the raw key is the
                                   last line printed (it is shown only once)
 
-The database and other settings come from the environment (see README).`
+The database and other settings come from the environment (see docs/operations.md).`
 
 const COMMANDS = ['migrate', 'seed', 'sync', 'jobs', 'account:create', 'account:set-tier', 'key:create']
 const REQUIRED: Record<string, ('email' | 'password' | 'tier')[]> = {
