@@ -21,8 +21,7 @@ import { loadSnapshotSource } from '../src/modules/snapshot/repo'
 import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
 import { addDays, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
-import { machineCpuSeconds, postgresCpuSeconds } from './database'
-import { memoryMb, resetPeak } from './memory'
+import { describeCpu, measurePhase, memoryMb } from './phase'
 import { type BudgetRow, reportBudgets } from './report'
 import { clockWithWall } from '../src/shared/clock'
 
@@ -39,39 +38,6 @@ const today = utcDate(new Date())
 const seedInstant = new Date(`${addDays(today, -1)}T12:00:00.000Z`)
 const syncInstant = new Date(`${today}T12:00:00.000Z`)
 
-
-/** CPU seconds so far: the whole machine's busy time, this process's, and every PostgreSQL process's. */
-function cpuSeconds(): { machine: number; self: number; postgres: number } {
-  const usage = process.cpuUsage()
-  return { machine: machineCpuSeconds().busy, self: (usage.user + usage.system) / 1e6, postgres: postgresCpuSeconds() }
-}
-
-interface Phase<T> {
-  value: T
-  seconds: number
-  peakMb: number
-  /** CPU seconds during the phase: this process, PostgreSQL, and everything else on the machine. */
-  cpu: { self: number; postgres: number; others: number }
-}
-
-async function phase<T>(name: string, run: () => Promise<T>): Promise<Phase<T>> {
-  resetPeak()
-  const before = cpuSeconds()
-  const started = performance.now()
-  console.error(`${name}…`)
-  const value = await run()
-  const seconds = (performance.now() - started) / 1000
-  const after = cpuSeconds()
-  const peakMb = memoryMb('self', 'VmHWM')
-  const self = after.self - before.self
-  const postgres = after.postgres - before.postgres
-  const cpu = { self, postgres, others: Math.max(0, after.machine - before.machine - self - postgres) }
-  console.error(`${name}: ${seconds.toFixed(1)} s, peak RSS ${peakMb.toFixed(0)} MB, ${describeCpu(cpu)}`)
-  return { value, seconds, peakMb, cpu }
-}
-
-const describeCpu = (cpu: Phase<unknown>['cpu']) =>
-  `CPU: this process ${cpu.self.toFixed(1)} s, PostgreSQL ${cpu.postgres.toFixed(1)} s, other processes ${cpu.others.toFixed(1)} s`
 
 const url = new URL(DATABASE_URL)
 const name = url.pathname.slice(1)
@@ -98,7 +64,7 @@ try {
     return summary
   }
   last = performance.now()
-  const seed = await phase('seed', async () =>
+  const seed = await measurePhase('seed', async () =>
     failures(
       await syncGames(
         { db: database.db, source: createDemoSource({ scale: SCALE, now: () => seedInstant }), clock: clockWithWall(() => seedInstant), logger },
@@ -112,7 +78,7 @@ try {
                (select count(*)::int from price_history) as history, (select min(date)::text from price_history) as first`,
   )
   last = performance.now()
-  const sync = await phase('daily sync', async () =>
+  const sync = await measurePhase('daily sync', async () =>
     failures(
       await syncGames(
         { db: database.db, source: createDemoSource({ scale: SCALE, now: () => syncInstant }), clock: clockWithWall(() => syncInstant), logger },

@@ -25,8 +25,7 @@ import { addDays, clockWithWall } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { TCGCSV_BASE_DATE } from '../test/fixtures/tcgcsv-data'
 import { startFakeTcgcsv, TEST_USER_AGENT } from '../test/helpers/tcgcsv'
-import { machineCpuSeconds, postgresCpuSeconds, processCpuSeconds } from './database'
-import { memoryMb, resetPeak } from './memory'
+import { describeCpu, measurePhase, memoryMb, type Phase } from './phase'
 import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_TCGCSV_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_tcgcsv'
@@ -69,44 +68,6 @@ function measured(source: MarketplaceSource) {
   }
   return { source: wrapped, spent, skipped }
 }
-
-interface Cpu {
-  self: number
-  postgres: number
-  mirror: number
-  others: number
-}
-
-interface Phase<T> {
-  value: T
-  seconds: number
-  peakMb: number
-  cpu: Cpu
-}
-
-async function phase<T>(name: string, mirrorPid: number, run: () => Promise<T>): Promise<Phase<T>> {
-  resetPeak()
-  const cpuNow = () => {
-    const usage = process.cpuUsage()
-    return { machine: machineCpuSeconds().busy, self: (usage.user + usage.system) / 1e6, postgres: postgresCpuSeconds(), mirror: processCpuSeconds(mirrorPid) }
-  }
-  const before = cpuNow()
-  const started = performance.now()
-  console.error(`${name}…`)
-  const value = await run()
-  const seconds = (performance.now() - started) / 1000
-  const after = cpuNow()
-  const peakMb = memoryMb('self', 'VmHWM')
-  const self = after.self - before.self
-  const postgres = after.postgres - before.postgres
-  const mirror = after.mirror - before.mirror
-  const cpu = { self, postgres, mirror, others: Math.max(0, after.machine - before.machine - self - postgres - mirror) }
-  console.error(`${name}: ${seconds.toFixed(1)} s, peak RSS ${peakMb.toFixed(0)} MB, ${describeCpu(cpu)}`)
-  return { value, seconds, peakMb, cpu }
-}
-
-const describeCpu = (cpu: Cpu) =>
-  `CPU: this process ${cpu.self.toFixed(1)} s, PostgreSQL ${cpu.postgres.toFixed(1)} s, the mirror ${cpu.mirror.toFixed(1)} s, other processes ${cpu.others.toFixed(1)} s`
 
 const url = new URL(DATABASE_URL)
 const name = url.pathname.slice(1)
@@ -176,14 +137,14 @@ try {
   }
 
   // Phase 1: the first full load (no backfill: the mirror has no past prices).
-  const load = await phase('first load', mirrorPid, () => syncAt('load', loadInstant))
+  const load = await measurePhase('first load', () => syncAt('load', loadInstant), { 'the mirror': mirrorPid })
   const loadRequests = await requestsSent()
   const loadCounted = await marketplaceRequestsOn(database.db, loadDate)
   const loaded = await tableCounts()
 
   // Phase 2: the next day, products unchanged, prices moved.
   await mirror.setDay(syncDate)
-  const sync = await phase('next-day sync', mirrorPid, () => syncAt('sync', syncInstant))
+  const sync = await measurePhase('next-day sync', () => syncAt('sync', syncInstant), { 'the mirror': mirrorPid })
   const syncRequests = await requestsSent()
   const syncCounted = await marketplaceRequestsOn(database.db, syncDate)
   const synced = await tableCounts()
@@ -239,7 +200,7 @@ try {
   const split = ({ seconds, value }: Phase<Awaited<ReturnType<typeof syncAt>>>) =>
     `source ${value.sourceSeconds.toFixed(1)} s (requests with their budget count, parsing, row checks, mapping), ` +
     `database writes and the rest ${(seconds - value.sourceSeconds - value.statisticsSeconds).toFixed(1)} s, statistics ${value.statisticsSeconds.toFixed(1)} s`
-  const wall = (p: Phase<unknown>) => `${p.seconds.toFixed(1)} s (wall − mirror CPU ${(p.seconds - p.cpu.mirror).toFixed(1)} s)`
+  const wall = (p: Phase<unknown>) => `${p.seconds.toFixed(1)} s (wall − mirror CPU ${(p.seconds - p.cpu.processes['the mirror']!).toFixed(1)} s)`
   const budgets: BudgetRow[] = [
     {
       bench: 'tcgcsv-sync',
