@@ -174,7 +174,7 @@ const DECIMAL = { integer: /^-?(?:0|[1-9][0-9]*)$/, number: /^-?(?:0|[1-9][0-9]*
 /** An accepted request had no number parameter that Number() reads as a number but that is not written in decimal. */
 function looseNumberProblems(request: HostileRequest, answer: Answer): string[] {
   const op = operationOf(request)
-  if (!op || answer.status >= 400 || request.method !== op.method) return []
+  if (!op || answer.status >= 400 || request.method !== op.method || !reachesOperation(op, request.target)) return []
   const problems: string[] = []
   for (const [name, value] of parameterValues(op, request.target)) {
     const kind = op.params.find((param) => param.name === name)?.schema?.type as keyof typeof DECIMAL
@@ -194,14 +194,31 @@ function decoded(text: string): string {
 }
 
 /**
+ * Whether the target still names the operation's path once its dot segments are resolved, as the
+ * server resolves them: `/v1/games/x/sets/..?page=0x1` is the game route, which has no `page`.
+ */
+function reachesOperation(op: Operation, target: string): boolean {
+  const path = target.replace(/^[a-z]+:\/\/[^/]*/i, '').split(/[?#]/)[0]!
+  let resolved: string
+  try {
+    resolved = new URL(path, 'http://host').pathname
+  } catch {
+    return false
+  }
+  return templateOf(op).test(resolved)
+}
+
+/** The operation's path as a pattern capturing each path parameter. */
+const templateOf = (op: Operation) => new RegExp(`^${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '([^/]*)')}$`)
+
+/**
  * The path and query parameters the service reads from a target for `op`, decoded: none from a path
  * that does not fit its template; in the query, `+` is a space and the last of a repeated name wins.
  */
 function parameterValues(op: Operation, target: string): Map<string, string> {
   const [path = '', query = ''] = target.replace(/^[a-z]+:\/\/[^/]*/i, '').split('#')[0]!.split(/\?(.*)/s)
   const names = [...op.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]!)
-  const template = new RegExp(`^${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '([^/]*)')}$`)
-  const values = new Map((template.exec(path)?.slice(1) ?? []).map((value, i) => [names[i]!, decoded(value)]))
+  const values = new Map((templateOf(op).exec(path)?.slice(1) ?? []).map((value, i) => [names[i]!, decoded(value)]))
   for (const pair of query.split('&')) {
     const equals = pair.indexOf('=')
     if (equals > 0) values.set(decoded(pair.slice(0, equals).replaceAll('+', ' ')), decoded(pair.slice(equals + 1).replaceAll('+', ' ')))
