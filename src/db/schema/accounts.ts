@@ -52,6 +52,8 @@ export const apiKeys = pgTable(
   'api_keys',
   {
     id: serial('id').primaryKey(),
+    /** The id clients see (`key_` and 32 hex digits): opaque, so it tells nothing of how many keys exist. */
+    publicId: text('public_id').notNull(),
     accountId: integer('account_id')
       .notNull()
       .references(() => accounts.id, { onDelete: 'cascade' }),
@@ -68,6 +70,7 @@ export const apiKeys = pgTable(
   },
   (table) => [
     uniqueIndex('api_keys_hash_idx').on(table.keyHash),
+    uniqueIndex('api_keys_public_id_idx').on(table.publicId),
     index('api_keys_account_idx').on(table.accountId, table.id),
     index('api_keys_active_idx').on(table.accountId).where(sql`${table.isActive}`),
   ],

@@ -24,8 +24,10 @@ export const games = pgTable('games', {
   setCount: integer('set_count').notNull().default(0),
   cardCount: integer('card_count').notNull().default(0),
   lastSyncedAt: timestamptz('last_synced_at'),
-  /** The game's logo at the marketplace; null when the source has none. */
+  /** The game's image at the marketplace; null when the source has none. */
   imageUrl: text('image_url'),
+  /** The game's logo at the marketplace; null when the source has none. */
+  logoUrl: text('logo_url'),
 })
 
 export const sets = pgTable(
@@ -44,6 +46,8 @@ export const sets = pgTable(
     lastSyncedAt: timestamptz('last_synced_at'),
     /** The set's image at the marketplace; null when the source has none. */
     imageUrl: text('image_url'),
+    /** The set's icon (its expansion symbol) at the marketplace; null when the source has none. */
+    setIconUrl: text('set_icon_url'),
     /**
      * The marketplace's `modifiedOn` of the group when its products were last stored: while the
      * group answers the same value, a sync fetches only its prices. Null: products never stored
@@ -73,7 +77,8 @@ export const cards = pgTable(
     name: text('name').notNull(),
     /** Lowercase, accent-free, punctuation-collapsed name: what search matches against. */
     cleanName: text('clean_name').notNull(),
-    number: text('number').notNull(),
+    /** Card number within the set; null for sealed products, which have none. */
+    number: text('number'),
     rarity: text('rarity').notNull(),
     imageUrl: text('image_url').notNull(),
     marketplaceUrl: text('marketplace_url').notNull(),

@@ -28,7 +28,7 @@ export async function createKey(db: Database, account: Pick<AccountRow, 'id'>, n
     if ((await repo.countActiveKeys(tx, account.id)) >= MAX_ACTIVE_KEYS) {
       throw new AppError('CONFLICT', `An account can have at most ${MAX_ACTIVE_KEYS} active keys; revoke one first`)
     }
-    const row = await repo.insertKey(tx, { accountId: account.id, name, keyHash: key.hash, keyPrefix: key.displayPrefix })
+    const row = await repo.insertKey(tx, { publicId: `key_${crypto.randomUUID().replaceAll('-', '')}`, accountId: account.id, name, keyHash: key.hash, keyPrefix: key.displayPrefix })
     return { id: row.id, key: key.raw, keyPrefix: key.displayPrefix, name, createdAt: row.createdAt }
   })
 }

@@ -86,7 +86,7 @@ export async function countActiveKeys(db: Executor, accountId: number): Promise<
   return row?.n ?? 0
 }
 
-export async function insertKey(db: Executor, values: { accountId: number; name: string; keyHash: string; keyPrefix: string }) {
+export async function insertKey(db: Executor, values: { publicId: string; accountId: number; name: string; keyHash: string; keyPrefix: string }) {
   const [row] = await db.insert(apiKeys).values(values).returning({ id: apiKeys.id, createdAt: apiKeys.createdAt })
   return row!
 }
