@@ -28,7 +28,8 @@ const BULK_PRICES = `
 select c.id as card_id, p.market_price, p.low_price, f.market_price as foil_market_price, p.price_change_24h, p.last_updated_at
 from cards c
 join games g on g.id = c.game_id
-left join lateral (
+-- An inner join: a card without prices has no row, as the service answers (docs/decisions.md "Bulk price rows and \`ids\` lists").
+join lateral (
   select cp.market_price, cp.low_price, cp.price_change_24h, cp.last_updated_at
   from card_prices cp where cp.card_id = c.id order by ${rank} limit 1
 ) p on true

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { Deps } from './deps'
-import { rateLimitOf } from './modules/auth/guard'
+import { rateLimitOf, refundRefusal } from './modules/auth/guard'
 import { authRoutes } from './modules/auth/routes'
 import { type AuthDeps, createAuthRuntime } from './modules/auth/runtime'
 import { bulkRoutes } from './modules/bulk/routes'
@@ -69,9 +69,11 @@ export function createApp(deps: AppDeps) {
           const rateLimit = rateLimitOf(request)
           return rateLimit && { rate_limit: rateLimit }
         },
+        // A 429 costs nothing, even after the charge (docs/decisions.md "A 429 never costs a unit").
+        beforeAnswer: (request, error, headers) => refundRefusal(auth, request, error, headers),
       }),
     )
-    .use(docsRoutes())
+    .use(docsRoutes(deps))
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode, snapshot: snapshots.status }))
     .use(catalogRoutes(auth, snapshots, catalogReads))
     .use(authRoutes(auth))

@@ -130,7 +130,7 @@ async function main(argv: string[]) {
     if (command === 'key:create') {
       const account = await requireAccount(deps.db, values.email!)
       const key = await createKey(deps.db, account, values.name ?? 'cli')
-      console.log(`key ${key.id} (${key.keyPrefix}…) created for ${account.email}; it is shown only once:`)
+      console.log(`key ${key.publicId} (${key.keyPrefix}…) created for ${account.email}; it is shown only once:`)
       console.log(key.key)
     }
     return 0

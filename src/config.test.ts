@@ -17,7 +17,7 @@ describe('loadConfig', () => {
   test('defaults describe the embedded, single-node setup', () => {
     expect(loadConfig({})).toEqual({
       port: 3000,
-      host: '0.0.0.0',
+      host: '127.0.0.1',
       databaseUrl: undefined,
       dataDir: './data',
       redisUrl: undefined,
@@ -45,10 +45,22 @@ describe('loadConfig', () => {
     })
   })
 
+  test('listens on loopback only unless HOST says otherwise, so the demo account is not on the network', () => {
+    expect(loadConfig({}).host).toBe('127.0.0.1')
+    expect(loadConfig({ DATABASE_URL: 'postgres://u@db/tcg' }).host).toBe('127.0.0.1')
+    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0')
+    expect(loadConfig({ HOST: '::' }).host).toBe('::')
+  })
+
+  test('the container image listens on every interface: it sets HOST itself', async () => {
+    const dockerfile = await Bun.file(new URL('../Dockerfile', import.meta.url)).text()
+    expect(dockerfile).toMatch(/^ENV .*\bHOST=0\.0\.0\.0\b/m)
+  })
+
   test('reads every variable', () => {
     const config = loadConfig({
       PORT: '8080',
-      HOST: '127.0.0.1',
+      HOST: '0.0.0.0',
       DATABASE_URL: 'postgres://u@db:5432/tcg',
       DATA_DIR: '/var/tcg',
       REDIS_URL: 'redis://cache:6379',
@@ -66,7 +78,7 @@ describe('loadConfig', () => {
       WEBHOOK_SECRET_KEY: 'q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=',
       WEBHOOK_ALLOW_PRIVATE_TARGETS: 'true',
     })
-    expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', databaseUrl: 'postgres://u@db:5432/tcg', redisUrl: 'redis://cache:6379', logLevel: 'debug', demoScale: 'large' })
+    expect(config).toMatchObject({ port: 8080, host: '0.0.0.0', databaseUrl: 'postgres://u@db:5432/tcg', redisUrl: 'redis://cache:6379', logLevel: 'debug', demoScale: 'large' })
     expect(config).toMatchObject({ maxBodyBytes: 2_097_152, requestTimeoutSeconds: 30, databaseConnectTimeoutSeconds: 2, databaseStatementTimeoutSeconds: 15 })
     expect(config).toMatchObject({ marketplaceSource: 'http', marketplaceUrl: 'https://marketplace.example/api', marketplaceTimeoutMs: 500 })
     expect(config).toMatchObject({ jobsEnabled: false, leaderRetrySeconds: 2, conditionRecrawlPerMinute: 0 })

@@ -22,7 +22,9 @@ const DEFAULT_TIMEOUT_MS: Record<SourceName, number> = { demo: 2_000, http: 2_00
  */
 const Env = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
-  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  // Loopback unless told otherwise: the embedded quickstart's demo account holds a Business key
+  // (docs/decisions.md "Listening on loopback by default"); the container image sets 0.0.0.0.
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', expected: 'must be a postgres:// or postgresql:// URL' })),
   DATA_DIR: Type.String({ minLength: 1, default: './data' }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', expected: 'must be a redis:// or rediss:// URL' })),

@@ -56,6 +56,12 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * A schema's own wording of what its value must be, for the 400 that refuses it, where the generic
+ * wording (from its type and bounds) would not tell the client what to do. A symbol key: OpenAPI never shows it.
+ */
+export const EXPECTATION = Symbol.for('tcg.expectation')
+
 export const notFound = (what: string) => new AppError('NOT_FOUND', `${what} not found`)
 
 /** 400 for a query string the schema let through: `Invalid query: <message>`, naming each bad field. */

@@ -2,7 +2,7 @@ import type { TSchema } from '@sinclair/typebox'
 import { Elysia, ValidationError } from 'elysia'
 import type { Logger } from 'pino'
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/errors'
-import { AppError, type ErrorDetail } from './errors'
+import { AppError, EXPECTATION, type ErrorDetail } from './errors'
 import { describeExpectation } from './expectation'
 import { PARAM_IN } from './model'
 import { RefusedBody } from './request-rules'
@@ -40,7 +40,8 @@ export function validationToAppError(error: ValidationError): AppError {
     seen.add(field)
     // Optional absent fields raise no error, so an absent value here is a required one.
     const missing = issue.value === undefined
-    details.push({ field, message: missing ? 'is required' : describeExpectation(issue.schema, issue.message) })
+    const expected = (issue.schema[EXPECTATION as never] as string | undefined) ?? describeExpectation(issue.schema, issue.message)
+    details.push({ field, message: missing ? 'is required' : expected })
   }
   if (details.length === 0) details.push({ field: part, message: 'is invalid' })
   const message = details.map((d) => `'${d.field}' ${d.message}`).join('; ')
@@ -58,9 +59,11 @@ export function errorHandler(
     allowedMethods: (path: string) => string[]
     /** Fields added beside `error` for this request, e.g. its quota state. */
     extraBody?: (request: Request) => Record<string, unknown> | undefined
+    /** Settles what the refusal changes before it is answered, e.g. a charge a 429 hands back; may set headers. */
+    beforeAnswer?: (request: Request, error: AppError, headers: Record<string, unknown>) => Promise<void> | void
   },
 ) {
-  return new Elysia({ name: 'error-handler' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
+  return new Elysia({ name: 'error-handler' }).onError({ as: 'global' }, async ({ code, error, request, set }) => {
     let appError: AppError
     if (error instanceof AppError) appError = error
     // A body refused by request-rules on a route whose guard did not judge it first.
@@ -93,6 +96,7 @@ export function errorHandler(
       logger.error({ err: error, method: request.method, url: request.url }, 'unhandled error')
       appError = new AppError('INTERNAL_ERROR', 'Internal server error')
     }
+    await hooks.beforeAnswer?.(request, appError, set.headers)
     set.status = appError.status
     if (appError.headers) Object.assign(set.headers, appError.headers)
     return { ...appError.toBody(), ...hooks.extraBody?.(request) }

@@ -4,36 +4,49 @@ import { ERROR_STATUS, type ErrorCode } from './errors'
 // Shared TypeBox models. Response integers use typebox's Type.Integer (Elysia's t.Integer shows as
 // a string/integer union in OpenAPI). Query and path integers use QueryInt, which reads the text itself.
 
-/** A string that is one of `values` (static type: their union), e.g. an enum parameter. */
+/**
+ * A string that is one of `values` (static type: their union), e.g. an enum parameter. Validated as
+ * a union of literals, whose 400 says "must be one of: …"; /openapi.json shows it as a string enum.
+ */
 export function LiteralUnion<T extends string>(values: readonly T[], options: SchemaOptions = {}) {
   return Type.Unsafe<T>(Type.Union(values.map((value) => Type.Literal(value)), options))
 }
 
 /** An integer as a URL writes it: decimal digits, an optional minus, no leading zero (docs/decisions.md "Query integers"). */
 const DECIMAL_INTEGER = /^-?(?:0|[1-9][0-9]*)$/
+/** A number as a URL writes it: that integer with an optional fraction. */
+const DECIMAL_NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/
 
-/** The value QueryInt's text stands for, or NaN: never Number()'s reading of hex, exponents, signs or spaces. */
-const integerOf = (value: unknown) => (typeof value === 'number' ? value : typeof value === 'string' && DECIMAL_INTEGER.test(value) ? Number(value) : Number.NaN)
-
-/** What QueryInt's check applies: bounds only (no exclusive bounds or multiples, which it would not check). */
-type QueryIntOptions = Pick<NumberOptions, 'minimum' | 'maximum' | 'default' | 'description'>
-
-// The number a default or an already decoded value is comes through as is (Elysia decodes a query twice).
-TypeRegistry.Set<QueryIntOptions>('QueryInt', (schema, value) => {
-  const number = integerOf(value)
-  return Number.isInteger(number) && (schema.minimum === undefined || number >= schema.minimum) && (schema.maximum === undefined || number <= schema.maximum)
-})
+/** What a query number's check applies: bounds only (no exclusive bounds or multiples, which it would not check). */
+type QueryNumberOptions = Pick<NumberOptions, 'minimum' | 'maximum' | 'default' | 'description'>
 
 /**
- * An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`:
- * published as `type: integer`, checked on the text (a kind of its own, which Elysia leaves alone:
- * its coercion of the Number kind reads '0x10', '1e1', '+16', '16.' and ' 16' as numbers), then decoded.
+ * A number read from the query string or path as text of `pattern`, published as `type`: a kind of
+ * its own, which Elysia leaves alone. Elysia's coercion of TypeBox's Number kind reads '0x10', '1e1',
+ * '+16', '16.' and ' 16' as numbers, and checks such parameters one at a time after the rest of the
+ * query, so a 400 named only the first bad one (docs/decisions.md "Every bad field in one 400").
  * The static type says number for the text too, as Elysia's own coerced numbers do.
  */
-export const QueryInt = (options: QueryIntOptions = {}) =>
-  Type.Transform(Type.Unsafe<number>({ ...options, type: 'integer', [Kind]: 'QueryInt' }))
-    .Decode((value) => integerOf(value))
-    .Encode((value) => value)
+function queryNumberKind(kind: string, type: 'integer' | 'number', pattern: RegExp) {
+  // Never Number()'s reading of hex, exponents, signs or spaces; NaN for anything else.
+  const valueOf = (value: unknown) => (typeof value === 'number' ? value : typeof value === 'string' && pattern.test(value) ? Number(value) : Number.NaN)
+  const fits = type === 'integer' ? Number.isInteger : Number.isFinite
+  // The number a default or an already decoded value is comes through as is (Elysia decodes a query twice).
+  TypeRegistry.Set<QueryNumberOptions>(kind, (schema, value) => {
+    const number = valueOf(value)
+    return fits(number) && (schema.minimum === undefined || number >= schema.minimum) && (schema.maximum === undefined || number <= schema.maximum)
+  })
+  return (options: QueryNumberOptions = {}) =>
+    Type.Transform(Type.Unsafe<number>({ ...options, type, [Kind]: kind }))
+      .Decode((value) => valueOf(value))
+      .Encode((value) => value)
+}
+
+/** An integer read from the query string or path, e.g. `QueryInt({ minimum: 1, maximum: 100 })`. */
+export const QueryInt = queryNumberKind('QueryInt', 'integer', DECIMAL_INTEGER)
+
+/** A number read from the query string, e.g. a price filter: QueryInt with an optional fraction. */
+export const QueryNumber = queryNumberKind('QueryNumber', 'number', DECIMAL_NUMBER)
 
 /** The largest id: ids are PostgreSQL `integer`s (serial). */
 export const MAX_ID = 2147483647
@@ -91,6 +104,9 @@ export const PageMeta = Type.Object({
 })
 export type PageMeta = Static<typeof PageMeta>
 
+/** `meta.total` of a list answer that is not paged: its items, all in `data` (docs/decisions.md "Every list answer counts its items"). */
+export const ListTotal = (description = 'Items in `data`: every one is in this answer (no paging)') => Type.Integer({ minimum: 0, description })
+
 export interface Page {
   page: number
   perPage: number
@@ -120,7 +136,15 @@ export const ErrorBody = Type.Object(
     error: Type.Object({
       message: Type.String(),
       code: LiteralUnion(Object.keys(ERROR_STATUS) as ErrorCode[]),
-      details: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
+      details: Type.Optional(
+        Type.Array(
+          Type.Object({
+            field: Type.String({ description: 'The parameter or body field, dotted for a nested one (`ids.3`)' }),
+            message: Type.String({ description: 'What it must be, e.g. "must be one of: up, down"' }),
+          }),
+          { description: 'Present with 400 `INVALID_PARAMETER`: one entry per invalid field' },
+        ),
+      ),
     }),
     rate_limit: Type.Optional(RateLimit),
   },

@@ -48,7 +48,9 @@ const [{ id: unsoldCardId }] = (await selectRows<{ id: number }>(database.db, sq
 // What a real source leaves out is null (docs/decisions.md "A real source's gaps are null"), so the
 // answers checked below carry such nulls, written before the server builds its price snapshot: the
 // fixture card's listing count, its second printing's listing prices and buylist (and their
-// history), and the next card's primary printing, never sold. One game and one set have an image.
+// history), and the next card's primary printing, never sold. The demo marketplace gives games and
+// sets images (and most a logo or icon): a game listed first and the fixture game's newest set lose
+// theirs, as from a source without them, so the answers carry both.
 await database.db.execute(sql`update cards set total_listings = null where id = ${cardId}`)
 const [secondPrinting] = await selectRows<{ printing: string }>(
   database.db,
@@ -63,9 +65,9 @@ await database.db.execute(sql`update card_prices set market_price = null, market
                               where (card_id, printing) = (select cp.card_id, cp.printing from card_prices cp join cards c on c.id = cp.card_id
                                                            join games g on g.id = c.game_id where cp.card_id = ${unsoldCardId}
                                                            order by ${PRIMARY_PRINTING_FIRST} limit 1)`)
-await database.db.execute(sql`update games set image_url = 'https://marketplace.example/images/category/' || marketplace_category_id || '.png'
-                              where slug = ${gameSlug} or id = (select id from games order by priority desc, name, id limit 1)`)
-await database.db.execute(sql`update sets set image_url = 'https://marketplace.example/images/group/' || marketplace_group_id || '.png'
+await database.db.execute(sql`update games set image_url = null, logo_url = null
+                              where id = (select id from games where slug <> ${gameSlug} order by priority desc, name, id limit 1)`)
+await database.db.execute(sql`update sets set image_url = null, set_icon_url = null
                               where id = (select s.id from sets s join games g on g.id = s.game_id where g.slug = ${gameSlug}
                                           order by s.release_date desc, s.id limit 1)`)
 
@@ -158,6 +160,7 @@ const json = (body: unknown) => ({ body, headers: { 'content-type': 'application
 
 /** The call each operation answers with its success status; the refusals derive from it where they can. */
 const SUCCESS: Record<string, Call> = {
+  'GET /': { path: '/' },
   'GET /health': { path: '/health' },
   'GET /ready': { path: '/ready' },
   'GET /v1/games': { path: '/v1/games?per_page=5' },
@@ -190,7 +193,7 @@ const SUCCESS: Record<string, Call> = {
   'GET /v1/auth/me': { path: '/v1/auth/me', cookie: accounts.pro.cookie },
   'POST /v1/keys': { method: 'POST', path: '/v1/keys', cookie: accounts.pro.cookie, ...json({ name: 'inventory repricer' }) },
   'GET /v1/keys': { path: '/v1/keys', cookie: accounts.pro.cookie },
-  'DELETE /v1/keys/{keyId}': { method: 'DELETE', path: `/v1/keys/${revocable.id}`, cookie: accounts.free.cookie },
+  'DELETE /v1/keys/{keyId}': { method: 'DELETE', path: `/v1/keys/${revocable.publicId}`, cookie: accounts.free.cookie },
   'POST /v1/webhooks': {
     method: 'POST',
     path: '/v1/webhooks',
@@ -205,6 +208,7 @@ const SUCCESS: Record<string, Call> = {
 
 /** Refusals that need their own request: a bad parameter, an unknown id, a conflict. */
 const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
+  'GET /': { 302: { path: '/', headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } } },
   'GET /ready': { 503: { path: '/ready', base: emptyServer.base } },
   'GET /v1/games': { 400: { path: '/v1/games?per_page=0' } },
   'GET /v1/games/{slug}': { 400: { path: `/v1/games/${'x'.repeat(101)}` }, 404: { path: '/v1/games/no-such-game' } },
@@ -259,7 +263,7 @@ const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
   },
   'DELETE /v1/keys/{keyId}': {
     400: { method: 'DELETE', path: '/v1/keys/0', cookie: accounts.free.cookie },
-    404: { method: 'DELETE', path: `/v1/keys/${accounts.pro.keyId}`, cookie: accounts.free.cookie },
+    404: { method: 'DELETE', path: `/v1/keys/${accounts.pro.publicKeyId}`, cookie: accounts.free.cookie },
   },
   'POST /v1/webhooks': {
     400: { method: 'POST', path: '/v1/webhooks', cookie: accounts.pro.cookie, ...json({ url: 'ftp://example.com', card_id: cardId, condition: 'above', threshold: 25 }) },
@@ -302,7 +306,8 @@ async function send(call: Call, operation: Json): Promise<Response> {
   const text = call.body === undefined ? undefined : typeof call.body === 'string' ? call.body : JSON.stringify(call.body)
   // A stalled upload: its first half, then silence (the stream is never closed).
   const body = call.stallBody && text ? new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode(text.slice(0, text.length >> 1))) }) : text
-  return fetch((call.base ?? server.base) + call.path, { method: call.method ?? 'GET', headers, body, ...(call.stallBody ? { duplex: 'half' } : {}) } as RequestInit)
+  // A redirect is an answer to check, not to follow.
+  return fetch((call.base ?? server.base) + call.path, { method: call.method ?? 'GET', headers, body, redirect: 'manual', ...(call.stallBody ? { duplex: 'half' } : {}) } as RequestInit)
 }
 
 /** The call that should answer `status`, from the table or derived from the success call. */
@@ -337,6 +342,80 @@ const schemaAt = (...parts: string[]) => ajv.compile({ $ref: `openapi.json#/${po
 const examples: Record<string, unknown> = {}
 /** Each operation's success answer, whole. */
 const answers: Record<string, unknown> = {}
+
+/** Calls `visit` on every object and array under `node`, with its JSON pointer. */
+function walk(node: Json, at: string, visit: (node: Json, at: string) => void): void {
+  if (node === null || typeof node !== 'object') return
+  visit(node, at)
+  for (const [key, value] of Object.entries(node)) walk(value, `${at}/${pointer(key)}`, visit)
+}
+
+/** The schema a `$ref` (or a chain of them) points to. */
+function resolved(schema: Json): Json {
+  while (typeof schema?.$ref === 'string') {
+    schema = schema.$ref
+      .slice(2)
+      .split('/')
+      .reduce((node: Json, part: string) => node?.[part.replaceAll('~1', '/').replaceAll('~0', '~')], doc)
+  }
+  return schema
+}
+
+// An optional property is one a client must be told about: its description, or its object's next
+// to its name, says when it is there (docs/decisions.md "Every answer field is required unless said").
+const SAYS_WHEN = /\b(present|absent|omitted)\b/i
+const explainsAbsence = (name: string, property: Json, object: Json) =>
+  SAYS_WHEN.test(resolved(property)?.description ?? '') || (SAYS_WHEN.test(object.description ?? '') && (object.description as string).includes(`\`${name}\``))
+
+const branchValidators = new Map<Json, (value: unknown) => boolean>()
+/** Whether `value` fits `schema`, a part of the document (its `$ref`s point into the document). */
+function fits(schema: Json, value: unknown): boolean {
+  let validate = branchValidators.get(schema)
+  if (!validate) {
+    validate = ajv.compile(JSON.parse(JSON.stringify(schema).replaceAll('"$ref":"#/', '"$ref":"openapi.json#/'))) as (value: unknown) => boolean
+    branchValidators.set(schema, validate)
+  }
+  return validate(value)
+}
+
+/**
+ * The fields of a real answer the document leaves loose: carried but not declared, or declared
+ * optional without saying when they are absent. Walks the answer beside its schema, into the
+ * union branches the value matches and every item and entry of arrays and maps.
+ */
+function looseFields(schema: Json, value: unknown, at: string, found: Set<string>): void {
+  schema = resolved(schema)
+  const branches: Json[] | undefined = schema.anyOf ?? schema.oneOf
+  if (branches) {
+    for (const branch of branches.filter((branch) => fits(branch, value))) looseFields(branch, value, at, found)
+    return
+  }
+  for (const part of schema.allOf ?? []) looseFields(part, value, at, found)
+  if (Array.isArray(value)) {
+    if (schema.items) value.forEach((item) => looseFields(schema.items, item, `${at}[]`, found))
+    return
+  }
+  if (value === null || typeof value !== 'object') return
+  for (const [name, item] of Object.entries(value)) {
+    const property = schema.properties?.[name]
+    const pattern = Object.keys(schema.patternProperties ?? {}).find((source) => new RegExp(source, 'u').test(name))
+    if (property) {
+      if (!(schema.required ?? []).includes(name) && !explainsAbsence(name, property, schema)) found.add(`${at}.${name}: optional, and no description says when it is absent`)
+      looseFields(property, item, `${at}.${name}`, found)
+    } else if (pattern !== undefined) looseFields(schema.patternProperties[pattern], item, `${at}{}`, found)
+    else if (typeof schema.additionalProperties === 'object') looseFields(schema.additionalProperties, item, `${at}{}`, found)
+    else if (schema.type === 'object' || schema.properties) found.add(`${at}.${name}: not declared`)
+  }
+}
+
+/** `value` without the property at `path` (array steps are indexes). */
+function without(value: unknown, path: (string | number)[]): unknown {
+  const copy = structuredClone(value) as Json
+  const parent = path.slice(0, -1).reduce((node: Json, step) => node?.[step], copy)
+  if (parent === null || typeof parent !== 'object' || !(path.at(-1)! in parent)) throw new Error(`nothing at ${path.join('.')}`)
+  delete parent[path.at(-1)!]
+  return copy
+}
 
 /** Arrays cut to two items (and objects keyed by card id to two keys): an example, not a dump. */
 function trimmed(value: unknown): unknown {
@@ -418,6 +497,92 @@ describe('the OpenAPI document', () => {
     expect(doc.paths['/v1/sets/{id}/prices'].get.description).toContain('the **Pro** tier or higher')
   })
 
+  test('closed values are enums (a dropdown in Swagger UI), never a union of literals; open ones stay strings', () => {
+    const unions: string[] = []
+    walk(doc, '#', (node, at) => {
+      if (Array.isArray(node.anyOf) && node.anyOf.some((member: Json) => member !== null && typeof member === 'object' && 'const' in member)) unions.push(at)
+    })
+    expect(unions).toEqual([])
+    const parameter = (path: string, name: string) => doc.paths[path].get.parameters.find((p: Json) => p.name === name)?.schema
+    const types = ['Cards', 'Sealed Products']
+    const closed: [string, string, string[]][] = [
+      ['/v1/prices/top-movers', 'direction', ['up', 'down']],
+      ['/v1/prices/top-movers', 'period', ['24h', '7d', '30d']],
+      ['/v1/prices/top-movers', 'type', types],
+      ['/v1/sets/{id}/cards', 'type', types],
+      ['/v1/sets/{id}/cards', 'sort', ['number', 'name', 'price_asc', 'price_desc']],
+      ['/v1/sets/{id}/prices', 'type', types],
+      ['/v1/search', 'type', types],
+      ['/v1/search', 'sort', ['relevance', 'price_asc', 'price_desc', 'name']],
+      ['/v1/cards/{id}/history', 'range', ['month', 'quarter', 'year', 'all']],
+      ['/v1/bulk/history', 'range', ['month', 'quarter', 'year']],
+      ['/v1/export/set/{id}', 'format', ['json', 'csv']],
+    ]
+    // Read, not matched with toMatchObject: Bun 1.4's asymmetric matchers there rewrite the array they match.
+    const shape = (schema: Json) => ({ type: schema?.type, enum: schema?.enum })
+    for (const [path, name, values] of closed) {
+      const { type, enum: listed } = shape(parameter(path, name))
+      expect({ type, missing: values.filter((value) => !listed?.includes(value)) }, `${path} ${name}`).toEqual({ type: 'string', missing: [] })
+    }
+    const webhookBody = resolved(doc.paths['/v1/webhooks'].post.requestBody.content['application/json'].schema)
+    expect(shape(webhookBody.properties.condition)).toEqual({ type: 'string', enum: ['above', 'below'] })
+    // A printing's name depends on the game: an open set, a string.
+    expect(shape(parameter('/v1/prices/top-movers', 'printing'))).toEqual({ type: 'string', enum: undefined })
+  })
+
+  test('the introduction says which endpoints are public, which take the session cookie and which an API key', () => {
+    const intro: string = doc.info.description
+    const part = (start: string) => {
+      const from = intro.indexOf(start)
+      expect(from, start).toBeGreaterThanOrEqual(0)
+      const next = intro.indexOf('\n- **', from + 1)
+      return intro.slice(from, next < 0 ? intro.indexOf('\n\n', from) : next)
+    }
+    const open = part('- **Nothing (public):**')
+    const session = part('- **The `session` cookie**')
+    const keyed = part('- **An API key** in the `X-API-Key` header')
+    expect(keyed).toContain('every other `/v1` endpoint')
+    for (const { id, operation } of operations) {
+      const [method, path] = id.split(' ') as [string, string]
+      const schemes = (operation.security ?? []).flatMap((scheme: Json) => Object.keys(scheme))
+      const named = (text: string) => text.includes(`\`${method} ${path}\``) || text.includes(`\`${path}\``) || text.includes(`\`${path.split('/').slice(0, 3).join('/')}\``)
+      if (schemes.includes('Session')) expect(named(session), `${id} in the session cookie's list`).toBe(true)
+      else if (!schemes.includes('ApiKey')) expect(named(open), `${id} in the public list`).toBe(true)
+      else expect(named(open) || named(session), `${id} is keyed`).toBe(false)
+    }
+    // The seeded test server runs the demo source.
+    expect(intro).toContain('**Demo data.**')
+  })
+
+  test('no description or summary speaks of the specification or of how the service was made', () => {
+    const internal = /\bspec\b|\bspec['’]s|specification|superset|fidelity|\bissue #?\d/i
+    const found: string[] = []
+    walk(doc, '#', (node, at) => {
+      for (const key of ['description', 'summary', 'title']) {
+        if (typeof node[key] === 'string' && internal.test(node[key])) found.push(`${at}/${key}: ${node[key].slice(0, 120)}`)
+      }
+    })
+    expect(found).toEqual([])
+  })
+
+  test('every property of a response object is required, unless its description says when it is absent', () => {
+    const loose: string[] = []
+    const check = (schema: Json, at: string) =>
+      walk(schema, at, (node, where) => {
+        if (!node.properties || Array.isArray(node)) return
+        for (const [name, property] of Object.entries<Json>(node.properties)) {
+          if (!(node.required ?? []).includes(name) && !explainsAbsence(name, property, node)) loose.push(`${where}/properties/${name}`)
+        }
+      })
+    check(doc.components.schemas, '#/components/schemas')
+    for (const { id, operation } of operations) {
+      for (const [status, response] of Object.entries<Json>(operation.responses)) {
+        for (const [type, media] of Object.entries<Json>(response.content ?? {})) check(media.schema, `${id} ${status} ${type}`)
+      }
+    }
+    expect(loose).toEqual([])
+  })
+
   test('gives every success answer an example that fits its schema', () => {
     for (const { id, operation } of operations) {
       const status = operation.responses['200'] ? '200' : '201'
@@ -484,13 +649,129 @@ describe('every declared answer of every operation matches the document', () => 
       ['GET /v1/export/set/{id}', 'median_price'],
       ['POST /v1/bulk/resolve/marketplace', 'low_price'],
       ['GET /v1/games', 'image_url'],
+      ['GET /v1/games', 'logo_url'],
       ['GET /v1/games/{slug}/sets', 'image_url'],
+      ['GET /v1/games/{slug}/sets', 'set_icon_url'],
+      ['GET /v1/sets', 'set_icon_url'],
     ]
     expect(gaps.filter(([id, field]) => !carriesNull(id, field))).toEqual([])
-    const images = (id: string) => (answers[id] as Json).data.map((item: Json) => typeof item.image_url)
+    const images = (id: string, field = 'image_url') => (answers[id] as Json).data.map((item: Json) => typeof item[field])
     expect(images('GET /v1/games')).toContain('string')
+    expect(images('GET /v1/games', 'logo_url')).toContain('string')
     expect(images('GET /v1/games/{slug}/sets')).toContain('string')
+    expect(images('GET /v1/games/{slug}/sets', 'set_icon_url')).toContain('string')
     expect((answers['GET /v1/games/{slug}'] as Json).data.image_url).toBeString()
+    expect((answers['GET /v1/games/{slug}'] as Json).data.logo_url).toBeString()
+  })
+
+  test("a sealed product's number is null wherever it is answered, as the document allows", async () => {
+    const [sealed] = await selectRows<{ id: number; set_id: number; marketplace_id: number }>(
+      database.db,
+      sql`select id, set_id, marketplace_id from cards where product_type = 'Sealed Products' order by id limit 1`,
+    )
+    const calls: [string, string][] = [
+      ['/v1/cards/{id}', `/v1/cards/${sealed!.id}`],
+      ['/v1/cards/marketplace/{marketplaceId}', `/v1/cards/marketplace/${sealed!.marketplace_id}`],
+      ['/v1/sets/{id}/cards', `/v1/sets/${sealed!.set_id}/cards?type=Sealed%20Products`],
+    ]
+    for (const [path, url] of calls) {
+      const response = await send({ path: url, key: 'min' }, doc.paths[path].get)
+      expect(response.status, url).toBe(200)
+      const body = await response.json()
+      expect(JSON.stringify(body), url).toContain('"number":null')
+      const validate = schemaAt('paths', path, 'get', 'responses', '200', 'content', 'application/json', 'schema')
+      expect(validate(body) ? [] : validate.errors, url).toEqual([])
+    }
+  })
+
+  test('every field of every success answer is declared, and required unless its description says when it is absent', () => {
+    const loose = new Set<string>()
+    for (const { id, operation } of operations) {
+      const status = operation.responses['200'] ? '200' : '201'
+      expect(answers[id], `${id} answered`).toBeDefined()
+      looseFields(operation.responses[status].content['application/json'].schema, answers[id], id, loose)
+    }
+    expect([...loose]).toEqual([])
+  }, 30_000)
+
+  test('a value outside an enum is a 400 that names every allowed value', async () => {
+    let checked = 0
+    const refusal = async (id: string, operation: Json, call: Call, field: string, values: unknown[]) => {
+      const response = await send(call, operation)
+      const body = (await response.json()) as Json
+      expect({ id, status: response.status, details: body.error?.details }).toEqual({
+        id,
+        status: 400,
+        details: [{ field, message: `must be one of: ${values.join(', ')}` }],
+      })
+      checked++
+    }
+    for (const { id, operation } of operations) {
+      const success = SUCCESS[id]!
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.in !== 'query' || !Array.isArray(parameter.schema?.enum)) continue
+        const url = new URL(success.path, 'http://localhost')
+        url.searchParams.set(parameter.name, 'not-a-choice')
+        await refusal(id, operation, { ...success, path: url.pathname + url.search }, parameter.name, parameter.schema.enum)
+      }
+      const body = resolved(operation.requestBody?.content?.['application/json']?.schema)
+      for (const [name, property] of Object.entries<Json>(body?.properties ?? {})) {
+        if (Array.isArray(resolved(property).enum)) await refusal(id, operation, { ...success, body: { ...(success.body as object), [name]: 'not-a-choice' } }, name, resolved(property).enum)
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(12)
+  }, 30_000)
+
+  test('the fields clients of the public service read are in the answers, and an answer without one fails its schema', async () => {
+    const schemaOf = (id: string) => {
+      const [method, path] = id.split(' ') as [string, string]
+      const status = doc.paths[path][method.toLowerCase()].responses['200'] ? '200' : '201'
+      return schemaAt('paths', path, method.toLowerCase(), 'responses', status, 'content', 'application/json', 'schema')
+    }
+    // A Pro key's card prices carry the sales fields (a lower tier's do not).
+    const proPrices = await send({ ...SUCCESS['GET /v1/cards/{id}/prices']!, key: 'pro' }, doc.paths['/v1/cards/{id}/prices'].get)
+    const withSales: Record<string, unknown> = { ...answers, 'GET /v1/cards/{id}/prices (Pro)': await proPrices.json() }
+    const first = (value: Json) => (Array.isArray(value) ? [0] : [])
+    const fields: [string, (answer: Json) => (string | number)[][]][] = [
+      ['GET /v1/games', () => ['marketplace_id', 'image_url', 'logo_url'].map((field) => ['data', 0, field])],
+      ['GET /v1/games/{slug}', () => ['marketplace_id', 'image_url', 'logo_url'].map((field) => ['data', field])],
+      ['GET /v1/games/{slug}/sets', () => ['marketplace_id', 'image_url', 'set_icon_url'].map((field) => ['data', 0, field])],
+      ['GET /v1/sets', () => ['marketplace_id', 'image_url', 'set_icon_url'].map((field) => ['data', 0, field])],
+      ['GET /v1/sets/{id}', () => ['marketplace_id', 'image_url', 'set_icon_url'].map((field) => ['data', field])],
+      ...['GET /v1/cards/{id}/history', 'GET /v1/cards/{id}/history/detailed', 'GET /v1/prices/top-movers', 'GET /v1/bulk/prices', 'GET /v1/bulk/cards', 'GET /v1/bulk/conditions', 'GET /v1/bulk/history', 'GET /v1/export/set/{id}'].map(
+        (id) => [id, () => [['meta', 'total']]] as [string, () => (string | number)[][]],
+      ),
+      ['GET /v1/bulk/prices', () => [['meta', 'unpriced']]],
+      ['GET /v1/cards/{id}/prices (Pro)', (answer) => ['sales_volume', 'avg_sales_price', 'sales_as_of'].map((field) => ['data', ...first(answer.data), field])],
+    ]
+    const problems: string[] = []
+    for (const [id, pathsOf] of fields) {
+      const answer = withSales[id] as Json
+      const validate = schemaOf(id.replace(' (Pro)', ''))
+      for (const path of pathsOf(answer)) {
+        const parent = path.slice(0, -1).reduce((node: Json, step) => node?.[step], answer)
+        if (parent === null || typeof parent !== 'object' || !(path.at(-1)! in parent)) problems.push(`${id}: no ${path.join('.')}`)
+        // The sales fields are absent below Pro, which one schema for every tier cannot require: their
+        // presence is checked above, and the description saying so by the test of optional fields.
+        else if (!id.endsWith('(Pro)') && validate(without(answer, path))) problems.push(`${id}: an answer without ${path.join('.')} still fits the document`)
+      }
+    }
+    // Below Pro they are absent, not null.
+    const freePrices = (answers['GET /v1/cards/{id}/prices'] as Json).data
+    for (const field of ['sales_volume', 'avg_sales_price', 'sales_as_of']) {
+      if ([freePrices].flat().some((price: Json) => field in price)) problems.push(`GET /v1/cards/{id}/prices below Pro: carries ${field}`)
+    }
+    // Key ids are strings, `key_` and 32 hex digits, wherever a key is shown.
+    const keyIdsOf: [string, (answer: Json) => unknown[]][] = [
+      ['GET /v1/keys', (answer) => answer.data.map((key: Json) => key.id)],
+      ['POST /v1/keys', (answer) => [answer.data.id]],
+      ['GET /v1/usage', (answer) => answer.data.keys.map((key: Json) => key.id)],
+    ]
+    for (const [id, idsOf] of keyIdsOf) {
+      const ids = idsOf(answers[id] as Json)
+      if (ids.length === 0 || !ids.every((keyId) => typeof keyId === 'string' && /^key_[0-9a-f]{32}$/.test(keyId))) problems.push(`${id}: key ids are not key_ strings`)
+    }
+    expect(problems).toEqual([])
   })
 
   test('the login refusal after repeated failures matches the document', async () => {

@@ -151,6 +151,7 @@ describe('accounts and keys from the CLI', () => {
     expect(key.code).toBe(0)
     const raw = key.stdout.trim().split('\n').at(-1)!
     expect(raw).toMatch(/^tcg_live_[0-9A-Za-z]{32}$/)
+    expect(key.stdout).toMatch(/^key key_[0-9a-f]{32} \(tcg_live_/m) // the id the API shows and revokes by
 
     const server = await spawnUntilListening(['src/index.ts'], { ...env, PORT: '0', HOST: '127.0.0.1' })
     try {

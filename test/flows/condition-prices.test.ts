@@ -110,7 +110,7 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
 
     // Within 24 hours the same rows come from the catalog: no marketplace request, no live refresh.
     const again = await conditions(card.id, key)
-    expect(again.body.meta).toEqual({ cached: true, stale: false, as_of: TEST_NOW.toISOString() })
+    expect(again.body.meta).toEqual({ cached: true, stale: false, as_of: TEST_NOW.toISOString(), total: again.body.data.length })
     expect(again.body.data).toEqual(data)
     expect(marketplace.requests()).toBe(before + 1)
     expect((await usage(key)).live_refreshes_today).toBe(1)
@@ -181,7 +181,9 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
       const stale = await conditions(cached.id, key)
       expect(systemClock.monotonic() - started).toBeLessThan(TIMEOUT_MS * 10)
       expect(stale.status).toBe(200)
-      expect(stale.body.meta).toEqual({ cached: true, stale: true, stale_reason: 'upstream_unavailable', as_of: new Date(TEST_NOW.getTime() - 25 * 3_600_000).toISOString() })
+      expect(stale.body.meta).toEqual({
+        cached: true, stale: true, stale_reason: 'upstream_unavailable', as_of: new Date(TEST_NOW.getTime() - 25 * 3_600_000).toISOString(), total: stale.body.data.length,
+      })
       expect(stale.body.data).toHaveLength(cachedRows)
 
       const never = await conditions(freshCard().id, key)
@@ -295,7 +297,7 @@ describe('GET /v1/bulk/conditions', () => {
     const answer = await server.json(`/v1/bulk/conditions?ids=${b.id},999999999,${a.id},${uncached.id},${b.id}`, key)
     expect(answer.status).toBe(200)
     expect(marketplace.requests()).toBe(before)
-    expect(answer.body.meta).toEqual({ requested: 4, found: 3, not_found: [999999999], not_cached: [uncached.id] })
+    expect(answer.body.meta).toEqual({ requested: 4, found: 3, not_found: [999999999], not_cached: [uncached.id], total: answer.body.data.length })
     const [names] = await Promise.all([
       selectRows<{ id: number; name: string; marketplace_id: number }>(database.db, sql`select id, name, marketplace_id from cards where id in (${a.id}, ${b.id})`),
     ])

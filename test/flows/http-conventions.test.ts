@@ -30,11 +30,12 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
     ['GET', '/v1/sets/:id/cards', 'id'],
     ['GET', '/v1/sets/:id/prices', 'id'],
     ['GET', '/v1/export/set/:id', 'id'],
-    ['DELETE', '/v1/keys/:keyId', 'keyId'],
     ['DELETE', '/v1/webhooks/:webhookId', 'webhookId'],
     ['GET', '/v1/webhooks/:webhookId/deliveries', 'webhookId'],
     ['POST', '/v1/webhooks/:webhookId/test', 'webhookId'],
   ]
+  /** Opaque ids of a fixed shape: anything else, an integer above all, is a 400 that says what the id looks like. */
+  const PATTERN_PARAMS: [method: string, template: string, name: string][] = [['DELETE', '/v1/keys/:keyId', 'keyId']]
   const STRING_PARAMS: [method: string, template: string, name: string][] = [
     ['GET', '/v1/games/:slug', 'slug'],
     ['GET', '/v1/games/:slug/sets', 'slug'],
@@ -43,7 +44,7 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
   const FREE_FORM = ['GET /docs/assets/:file']
 
   test('every route with a path parameter is in this table', () => {
-    const tabled = new Set([...INTEGER_PARAMS, ...STRING_PARAMS].map(([method, template]) => `${method} ${template}`))
+    const tabled = new Set([...INTEGER_PARAMS, ...PATTERN_PARAMS, ...STRING_PARAMS].map(([method, template]) => `${method} ${template}`))
     const withParams = app!.routes.filter((route) => route.path.includes('/:')).map((route) => `${route.method} ${route.path}`)
     expect(withParams.filter((route) => !tabled.has(route) && !FREE_FORM.includes(route))).toEqual([])
     expect(withParams).toEqual(expect.arrayContaining([...tabled]))
@@ -64,6 +65,23 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
       }
     })
   }
+
+  test('a key id that is not key_ and 32 lowercase hex digits, an old integer id included', async () => {
+    for (const value of ['1', '2147483647', '0x1', 'abc', `key_${'0'.repeat(31)}`, `key_${'0'.repeat(33)}`, `KEY_${'0'.repeat(32)}`, `key_${'A'.repeat(32)}`]) {
+      for (const [method, template, name] of PATTERN_PARAMS) {
+        const path = template.replace(`:${name}`, value)
+        const response = await server.get(path, { method, headers: signedIn })
+        const error = ((await response.json()) as any).error
+        expect({ path, status: response.status, code: error.code, fields: error.details.map((d: any) => d.field) }).toEqual({
+          path,
+          status: 400,
+          code: 'INVALID_PARAMETER',
+          fields: [name],
+        })
+        expect(error.details[0].message).toContain('GET /v1/keys')
+      }
+    }
+  })
 
   test('a slug over 100 characters', async () => {
     for (const [method, template, name] of STRING_PARAMS) {

@@ -102,7 +102,7 @@ describe.skipIf(!runnable)('quotas survive Redis losing its data', async () => {
   test('an exhausted Free account is still refused after Redis restarts empty, and /v1/usage shows the day', async () => {
     const redis = await privateRedis()
     const server = startServer({ db, redis: await redis.client(), logger: testLogger }, withProbes)
-    const { accountId, key, keyId } = await accountWithKey(db, 'free')
+    const { accountId, key, publicKeyId } = await accountWithKey(db, 'free')
     for (let i = 0; i < FREE_QUOTA; i++) expect(await statusOf(server, key)).toBe(200)
     for (let i = 0; i < 3; i++) expect(await statusOf(server, key)).toBe(429)
     await flushed(accountId, FREE_QUOTA)
@@ -120,7 +120,7 @@ describe.skipIf(!runnable)('quotas survive Redis losing its data', async () => {
     // Seeded once, with the day's expiry; per-key counts start again (daily_usage has none per key).
     expect(await redis.quotaHash(accountId)).toEqual({ used: '100', rejected: '6' })
     expect(await redis.ttl(accountId)).toBeGreaterThan(12 * 3600) // noon: the rest of the day and the retention margin
-    expect((await server.json('/v1/usage', key)).body.data.keys).toMatchObject([{ id: keyId, requests_today: 0 }])
+    expect((await server.json('/v1/usage', key)).body.data.keys).toMatchObject([{ id: publicKeyId, requests_today: 0 }])
   }, 60_000)
 
   test('requests refused on local counters while Redis is down are handed back without starting the day over', async () => {

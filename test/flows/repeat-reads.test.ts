@@ -98,7 +98,7 @@ describe('a repeated keyed snapshot read', () => {
     const account = await accountWithKey(database.db, 'pro')
     const path = `/v1/cards/${cardId}/prices`
     for (let i = 0; i < 2; i++) expect((await server.get(path, withKey(account.key))).status).toBe(200)
-    const revoked = await server.get(`/v1/keys/${account.keyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
+    const revoked = await server.get(`/v1/keys/${account.publicKeyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
     expect(revoked.status).toBe(200)
     const refused = await server.json(path, account.key)
     expect(refused.status).toBe(401)

@@ -235,7 +235,7 @@ describe.skipIf(!services)('quotas and key changes shared by two processes', asy
     const headers = { 'x-api-key': account.key }
     expect((await fetch(`${b.url}/probe/catalog`, { headers })).status).toBe(200) // B caches the key
 
-    const revoke = await fetch(`${a.url}/v1/keys/${account.keyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
+    const revoke = await fetch(`${a.url}/v1/keys/${account.publicKeyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
     expect(revoke.status).toBe(200)
     const statuses: number[] = []
     const took = await timeUntil(async () => {

@@ -43,7 +43,10 @@ export interface TestAccount {
   password: string
   /** The raw API key. */
   key: string
+  /** The key row's own id, which quotas and usage count by; answers never show it. */
   keyId: number
+  /** The key's id as the API shows it and revokes it by: `key_` and 32 hex digits. */
+  publicKeyId: string
   /** A live session's cookie header value: `session=…`. */
   cookie: string
 }
@@ -55,5 +58,5 @@ export async function accountWithKey(db: Database, tier: Tier = 'free', now: Dat
   const account = await createAccount(db, { email, password, tier })
   const key = await createKey(db, account, 'test key')
   const session = await startSession(db, account.id, now)
-  return { accountId: account.id, email, password, key: key.key, keyId: key.id, cookie: `session=${session.token}` }
+  return { accountId: account.id, email, password, key: key.key, keyId: key.id, publicKeyId: key.publicId, cookie: `session=${session.token}` }
 }

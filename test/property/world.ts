@@ -30,8 +30,8 @@ export interface World {
   email: string
   password: string
   /** Key ids of the session's account (a DELETE may legitimately revoke them) and of other accounts. */
-  ownKeyIds: number[]
-  otherKeyIds: number[]
+  ownKeyIds: string[]
+  otherKeyIds: string[]
   samples: Samples
   openapi: any
   /** Per table, a digest of its rows (usage counters left out, see USAGE_COUNTERS). */
@@ -88,7 +88,7 @@ export async function createWorld(): Promise<World> {
   const [free, pro, business, revoked] = await Promise.all(
     (['free', 'pro', 'business', 'pro'] as const).map((tier) => accountWithKey(database.db, tier)),
   )
-  const revokedAnswer = await fetch(`${base}/v1/keys/${revoked!.keyId}`, { method: 'DELETE', headers: { cookie: revoked!.cookie } })
+  const revokedAnswer = await fetch(`${base}/v1/keys/${revoked!.publicKeyId}`, { method: 'DELETE', headers: { cookie: revoked!.cookie } })
   if (revokedAnswer.status !== 200) throw new Error(`could not revoke the test key: ${revokedAnswer.status} ${await revokedAnswer.text()}`)
 
   // The session the cookie routes see: signed up over HTTP, as a browser would.
@@ -102,7 +102,7 @@ export async function createWorld(): Promise<World> {
   if (signup.status !== 201 || !cookie) throw new Error(`signup failed: ${signup.status} ${await signup.text()}`)
   let session = cookie.slice('session='.length)
   const accountId: number = ((await signup.json()) as any).data.id
-  const ownKeyIds: number[] = []
+  const ownKeyIds: string[] = []
   for (const name of ['hostile one', 'hostile two']) {
     const created = await fetch(`${base}/v1/keys`, {
       method: 'POST',
@@ -166,7 +166,7 @@ export async function createWorld(): Promise<World> {
     email,
     password: PASSWORD,
     ownKeyIds,
-    otherKeyIds: [free!.keyId, pro!.keyId, business!.keyId],
+    otherKeyIds: [free!.publicKeyId, pro!.publicKeyId, business!.publicKeyId],
     samples,
     openapi,
     digest,

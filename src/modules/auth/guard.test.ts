@@ -50,7 +50,7 @@ describe('key authentication', () => {
   test('a revoked key is refused at once and a new key of the account works', async () => {
     const account = await accountWithKey(db)
     expect((await get('/probe/catalog', account.key)).status).toBe(200)
-    const revoke = await server.get(`/v1/keys/${account.keyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
+    const revoke = await server.get(`/v1/keys/${account.publicKeyId}`, { method: 'DELETE', headers: { cookie: account.cookie } })
     expect(revoke.status).toBe(200)
     const refused = await get('/probe/catalog', account.key)
     expect(refused.status).toBe(401)

@@ -28,6 +28,8 @@ export interface KeyAuth {
   now: Date
   /** Today's counters, read for routes that cost nothing (they are not charged, only shown). */
   counters?: DayCounters
+  /** What the request was charged, and the account's units used after it; none when it cost nothing. */
+  charge?: { cost: number; used: number }
 }
 
 export interface SessionAuth {
@@ -75,23 +77,54 @@ const recordUse = (auth: AuthRuntime, identity: KeyIdentity, now: Date, units: n
 
 /**
  * The key guard's whole work for a request it can admit without waiting: the key already known to
- * this node, its tier allowed, a fixed cost that a quota lease or local counters cover. Answers
- * the request's `rate_limit`, charged and counted as the guard would; undefined, with nothing
- * charged or counted, when any of it needs a wait or ends in a refusal: the route's guard then
- * judges the request from the start.
+ * this node, its tier allowed, a fixed cost that a quota lease or local counters cover, and an
+ * answer kept for the key's tier (`answerFor`, asked before anything is charged). Answers that
+ * answer and the request's `rate_limit`, charged and counted as the guard would; undefined, with
+ * nothing charged or counted, when any of it needs a wait or ends in a refusal: the route's guard
+ * then judges the request from the start.
  */
-export function admitAtOnce(auth: AuthRuntime, request: Request, rule: ApiKeyRule & { cost?: number }): RateLimit | undefined {
+export function admitAtOnce<Answer>(
+  auth: AuthRuntime,
+  request: Request,
+  rule: ApiKeyRule & { cost?: number },
+  answerFor: (policy: TierPolicy) => Answer | undefined,
+): { answer: Answer; rateLimit: RateLimit } | undefined {
   const raw = request.headers.get('x-api-key')
   const identity = raw ? auth.keys.known(raw) : undefined
   if (!identity) return undefined
   const policy = TIER_POLICY[identity.tier]
   const cost = rule.cost ?? 1
   if (!policy.capabilities.has(rule.needs) || cost === 0) return undefined
+  const answer = answerFor(policy)
+  if (answer === undefined) return undefined
   const now = auth.clock.now()
   const used = auth.quota.chargeAtOnce({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
   if (used === undefined) return undefined
   recordUse(auth, identity, now, cost)
-  return rateLimitOfDay(policy, used, now)
+  return { answer, rateLimit: rateLimitOfDay(policy, used, now) }
+}
+
+/**
+ * A 429 costs nothing, also one a route answers after the guard charged its request (429
+ * LIVE_FETCH_LIMIT): the units go back, the refusal counts in rejected_today, and the answer's
+ * `rate_limit` and headers show the quota as it was before (docs/decisions.md "A 429 never costs a unit").
+ * Called by the error handler before it answers.
+ */
+export async function refundRefusal(auth: AuthRuntime, request: Request, error: AppError, headers: Record<string, unknown>) {
+  const keyAuth = keyAuths.get(request)
+  const charge = keyAuth?.charge
+  if (error.status !== 429 || !keyAuth || !charge) return
+  keyAuth.charge = undefined
+  const { identity, policy, now } = keyAuth
+  try {
+    await auth.quota.refund({ accountId: identity.accountId, keyId: identity.keyId, cost: charge.cost, now })
+  } catch (failure) {
+    // Never a 5xx for it: the refusal stands, charged.
+    auth.logger.warn({ err: failure, accountId: identity.accountId }, 'quota units of a 429 not handed back')
+    return
+  }
+  auth.usage.refund({ accountId: identity.accountId, units: charge.cost, at: now })
+  announceQuota(request, headers, policy, charge.used - charge.cost, now)
 }
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
@@ -172,6 +205,7 @@ export function authGuard(auth: AuthRuntime) {
         const allowed = policy.capabilities.has(rule.needs)
         const cost = typeof rule.cost === 'function' ? (allowed ? rule.cost({ body, tier: identity.tier }) : 0) : (rule.cost ?? 1)
         let counters: DayCounters | undefined
+        let charge: KeyAuth['charge']
         if (!allowed || cost === 0) {
           counters = await auth.quota.read(identity.accountId, now)
           announceQuota(request, set.headers, policy, counters.used, now)
@@ -202,10 +236,11 @@ export function authGuard(auth: AuthRuntime) {
               { 'retry-after': String(retryAfter) },
             )
           }
+          charge = { cost, used: charged.used }
         }
         // Judged only now, so a bad body costs quota like any refused request (docs/decisions.md, "Quota accounting").
         if (body instanceof RefusedBody) throw body.error
-        keyAuths.set(request, { identity, policy, now, counters })
+        keyAuths.set(request, { identity, policy, now, counters, charge })
       },
       resolve: ({ request }) => ({ apiKey: keyAuths.get(request)! }),
       afterHandle({ request, response }) {

@@ -5,14 +5,17 @@ import { AppError, notFound } from '../../shared/errors'
 import type { KeyDirectory } from './key-directory'
 import * as repo from './repo'
 import type { AccountRow } from './repo'
-import { newApiKey } from './secrets'
+import { newApiKey, newKeyId } from './secrets'
 import type { UsageRecorder } from './usage-recorder'
 
 /** docs/decisions.md "API keys". */
 export const MAX_ACTIVE_KEYS = 25
 
 export interface CreatedKey {
+  /** The row's own id: quotas, usage and the key directory count by it; answers never show it. */
   id: number
+  /** The id clients see and revoke by (docs/decisions.md "Key ids are opaque strings"). */
+  publicId: string
   /** The raw key: returned once, never stored. */
   key: string
   keyPrefix: string
@@ -28,8 +31,9 @@ export async function createKey(db: Database, account: Pick<AccountRow, 'id'>, n
     if ((await repo.countActiveKeys(tx, account.id)) >= MAX_ACTIVE_KEYS) {
       throw new AppError('CONFLICT', `An account can have at most ${MAX_ACTIVE_KEYS} active keys; revoke one first`)
     }
-    const row = await repo.insertKey(tx, { publicId: `key_${crypto.randomUUID().replaceAll('-', '')}`, accountId: account.id, name, keyHash: key.hash, keyPrefix: key.displayPrefix })
-    return { id: row.id, key: key.raw, keyPrefix: key.displayPrefix, name, createdAt: row.createdAt }
+    const publicId = newKeyId()
+    const row = await repo.insertKey(tx, { publicId, accountId: account.id, name, keyHash: key.hash, keyPrefix: key.displayPrefix })
+    return { id: row.id, publicId, key: key.raw, keyPrefix: key.displayPrefix, name, createdAt: row.createdAt }
   })
 }
 
@@ -48,9 +52,12 @@ export async function listKeys(db: Database, accountId: number, pending: UsageRe
   })
 }
 
-/** Deactivates the key (the row stays for usage history) and evicts it on every node. */
-export async function revokeKey(db: Database, directory: KeyDirectory, accountId: number, keyId: number, now: Date) {
-  const hash = await repo.deactivateKey(db, accountId, keyId, now)
-  if (!hash) throw notFound(`API key ${keyId}`)
+/**
+ * Deactivates the key named by its public id (the row stays for usage history) and evicts it on
+ * every node. Another account's key is not found, as an unknown one is.
+ */
+export async function revokeKey(db: Database, directory: KeyDirectory, accountId: number, publicId: string, now: Date) {
+  const hash = await repo.deactivateKey(db, accountId, publicId, now)
+  if (!hash) throw notFound(`API key ${publicId}`)
   await directory.forget({ kind: 'key', hash })
 }

@@ -1,6 +1,8 @@
 import { Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, PathParams, QueryInt, Timestamp } from '../../shared/model'
+import { EXPECTATION } from '../../shared/errors'
+import { Id, LiteralUnion, PathParams, Timestamp } from '../../shared/model'
 import { MIN_PASSWORD_LENGTH } from './accounts'
+import { KEY_ID_PATTERN } from './secrets'
 import { TIERS } from './tiers'
 
 const TierName = LiteralUnion(TIERS, { description: 'Subscription tier' })
@@ -26,8 +28,15 @@ export const CreateKeyBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 100, description: 'What the key is for, e.g. the application using it' }),
 })
 
+/** docs/decisions.md "Key ids are opaque strings": what clients see of a key's id, and revoke it by. */
+const KeyId = Type.String({
+  pattern: KEY_ID_PATTERN.source,
+  description: 'The key id: `key_` and 32 lowercase hex digits',
+  examples: ['key_3f9c2a7be4d1806c5a9e0b7d2c4f1e88'],
+})
+
 export const CreatedKey = Type.Object({
-  id: Id,
+  id: KeyId,
   key: Type.String({ description: 'The raw key. Shown only in this response: store it now.', examples: ['tcg_live_…'] }),
   key_prefix: Type.String({ description: 'How lists show the key' }),
   name: Type.String(),
@@ -36,7 +45,7 @@ export const CreatedKey = Type.Object({
 })
 
 export const KeyListItem = Type.Object({
-  id: Id,
+  id: KeyId,
   key_prefix: Type.String(),
   name: Type.String(),
   tier: TierName,
@@ -46,7 +55,16 @@ export const KeyListItem = Type.Object({
   created_at: Timestamp,
 })
 
-export const KeyIdParams = PathParams({ keyId: QueryInt({ minimum: 1, maximum: 2147483647, description: 'The key id, as `GET /v1/keys` lists it' }) })
+// Integer ids were migrated, not kept: one (or anything else not shaped like a key id) is a 400 that
+// says where the new ids are (docs/decisions.md "Key ids are opaque strings").
+export const KeyIdParams = PathParams({
+  keyId: Type.String({
+    pattern: KEY_ID_PATTERN.source,
+    description: 'The key id, as `GET /v1/keys` lists it: `key_` and 32 lowercase hex digits. Integer key ids are no longer accepted (400).',
+    examples: ['key_3f9c2a7be4d1806c5a9e0b7d2c4f1e88'],
+    [EXPECTATION]: 'must be a key id as GET /v1/keys lists it (key_ and 32 lowercase hex digits); integer key ids are no longer used: list your keys for their new ids',
+  }),
+})
 
 export const Message = Type.Object({ message: Type.String() })
 
@@ -55,13 +73,16 @@ export const Usage = Type.Object({
     today_requests: Type.Integer({ minimum: 0, description: 'Quota units used today (UTC)' }),
     daily_limit: Type.Integer({ minimum: 0 }),
     daily_remaining: Type.Integer({ minimum: 0 }),
-    rejected_today: Type.Integer({ minimum: 0, description: 'Requests refused over quota today; they used no quota' }),
+    rejected_today: Type.Integer({
+      minimum: 0,
+      description: 'Requests refused with a 429 today: over the daily quota (`RATE_LIMIT_EXCEEDED`) or the live refreshes (`LIVE_FETCH_LIMIT`); they used no quota',
+    }),
     live_refreshes_today: Type.Integer({ minimum: 0 }),
     live_refresh_limit: Type.Integer({ minimum: 0 }),
   }),
   keys: Type.Array(
     Type.Object({
-      id: Id,
+      id: KeyId,
       key_prefix: Type.String(),
       name: Type.String(),
       tier: TierName,

@@ -136,6 +136,40 @@ describe('quota stores', () => {
     expect((await store.read(61, NOON)).liveRefreshes).toBe(0)
   })
 
+  // docs/decisions.md "A 429 never costs a unit": a request refused with a 429 after its charge gets its units back.
+  test('a refund hands back the units and the key\'s share, and counts a rejection; a day not counted is left alone', async () => {
+    const redis = await testRedis()
+    const stores: [string, QuotaStore][] = [['in-process', memoryQuotaStore({ seed: async () => ({ used: 0, rejected: 0, liveRefreshes: 0, complete: true }), clock: fakeClock() })]]
+    if (redis) stores.push(['Redis', redisQuotaStore(redis, fakeClock())])
+    for (const [name, store] of stores) {
+      await store.refund({ accountId: 71, keyId: 1, cost: 1, now: NOON }) // no counter yet: nothing to hand back
+      for (let i = 0; i < 3; i++) await charge(store, 71, 2, 100, NOON, 1 + (i % 2))
+      await store.refund({ accountId: 71, keyId: 2, cost: 2, now: NOON })
+      const counters = await store.read(71, NOON)
+      expect({ name, used: counters.used, rejected: counters.rejected, byKey: counters.byKey }).toEqual({
+        name,
+        used: 4,
+        rejected: 1,
+        byKey: new Map([[1, 4], [2, 0]]),
+      })
+      expect((await charge(store, 71, 96)).admitted).toBe(true) // the units handed back are usable again
+    }
+  })
+
+  test.skipIf(!TEST_REDIS_URL)('a refund of a charge a quota lease admitted is exact once the lease is handed back', async () => {
+    const redis = (await testRedis())!
+    const store = redisQuotaStore(redis, fakeClock())
+    await Promise.all(Array.from({ length: HOT_CHARGES_PER_WINDOW }, () => charge(store, 72, 1, 100_000)))
+    await eventually(async () => Object.keys(await redis.hgetall('quota:2026-11-20:72')).some((field) => field.startsWith(LEASE_FIELD_PREFIX)), {
+      what: 'a lease for account 72',
+    })
+    for (let i = 0; i < 10; i++) await charge(store, 72, 1, 100_000)
+    for (let i = 0; i < 3; i++) await store.refund({ accountId: 72, keyId: 1, cost: 1, now: NOON })
+    await store.close()
+    const total = HOT_CHARGES_PER_WINDOW + 10 - 3
+    expect(await redis.hgetall('quota:2026-11-20:72')).toEqual({ used: String(total), rejected: '3', 'k:1': String(total) })
+  })
+
   test.skipIf(!TEST_REDIS_URL)('failover: while Redis is away a charge at once counts locally from the last value Redis gave', async () => {
     const redis = atOnceOutageRedis!
     const store = failoverQuotaStore(redis, fakeClock(), createLogger('silent'))

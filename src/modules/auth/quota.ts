@@ -54,6 +54,12 @@ export interface QuotaStore {
   claimLiveRefresh(claim: LiveRefreshClaim): Promise<ChargeResult>
   /** Hands back a claimed live refresh that did not happen (the marketplace failed): it costs nothing. */
   refundLiveRefresh(accountId: number, now: Date): Promise<void>
+  /**
+   * Hands back an admitted charge whose request was then refused with a 429, and counts the
+   * refusal (docs/decisions.md "A 429 never costs a unit"). Nothing on a missing day counter: the
+   * seed that recreates it reads the usage recorder, which counts the hand-back too.
+   */
+  refund(charge: Omit<Charge, 'limit'>): Promise<void>
 }
 
 /** The next 00:00 UTC after `now`: when counters reset. */
@@ -226,7 +232,19 @@ if redis.call('EXISTS', KEYS[1]) == 0 or tonumber(redis.call('HGET', KEYS[1], 'l
 return redis.call('HINCRBY', KEYS[1], 'live', -1)
 `
 
+// KEYS[1] the day hash; ARGV: the units, the key's field. Only on an existing hash (see `refund`).
+// A quota lease of this node may hold the charge's units: they are in `used` already, and its
+// hand-back adds its per-key counts, this one included, so taking them off here is exact.
+const REFUND_CHARGE_LUA = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], 'used', -tonumber(ARGV[1]))
+redis.call('HINCRBY', KEYS[1], ARGV[2], -tonumber(ARGV[1]))
+redis.call('HINCRBY', KEYS[1], 'rejected', 1)
+return 1
+`
+
 type ChargingRedis = Redis & {
+  tcgRefundCharge(numberOfKeys: 1, key: string, cost: number, keyField: string): Promise<number>
   tcgClaimLiveRefresh(numberOfKeys: 1, key: string, limit: number): Promise<[number, number]>
   tcgRefundLiveRefresh(numberOfKeys: 1, key: string): Promise<number>
   tcgChargeQuotaBatch(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
@@ -298,6 +316,7 @@ export function redisQuotaStore(redis: Redis, clock: Clock, logger?: Logger, see
     client.defineCommand('tcgSeedQuotaDay', { lua: SEED_LUA })
     client.defineCommand('tcgClaimLiveRefresh', { lua: CLAIM_LIVE_LUA })
     client.defineCommand('tcgRefundLiveRefresh', { lua: REFUND_LIVE_LUA })
+    client.defineCommand('tcgRefundCharge', { lua: REFUND_CHARGE_LUA })
   }
   const leases = quotaLeases(redis, clock, logger)
   // Group commit: at most one charge call is in flight; charges made meanwhile wait for it and go
@@ -451,6 +470,9 @@ export function redisQuotaStore(redis: Redis, clock: Clock, logger?: Logger, see
     async refundLiveRefresh(accountId, now) {
       await client.tcgRefundLiveRefresh(1, dayKey(accountId, utcDate(now)))
     },
+    async refund({ accountId, keyId, cost, now }) {
+      await client.tcgRefundCharge(1, dayKey(accountId, utcDate(now)), cost, keyField(keyId))
+    },
     /**
      * Adds counts taken elsewhere (locally, while Redis was away), every account at once. `batchId`
      * makes it apply at most once: a hand-over that timed out may still have run, and its retry
@@ -558,6 +580,15 @@ export function memoryQuotaStore(seeding?: { seed: DaySeed; clock: Clock }) {
     async refundLiveRefresh(accountId: number, now: Date): Promise<void> {
       const counters = countersFor(accountId, now)
       if (counters && (!seeder || counters.liveRefreshes > 0)) counters.liveRefreshes -= 1
+    },
+    // Local counting while Redis is away may go below zero here (the charge was Redis's): the
+    // hand-over adds that to Redis, as it does a live refresh refunded.
+    async refund({ accountId, keyId, cost, now }: Omit<Charge, 'limit'>): Promise<void> {
+      const counters = countersFor(accountId, now)
+      if (!counters) return
+      counters.used -= cost
+      counters.byKey.set(keyId, (counters.byKey.get(keyId) ?? 0) - cost)
+      counters.rejected += 1
     },
     /** Everything counted today, then forgotten: the hand-over back to Redis. */
     drain(): { day: string; counts: DayCountsByAccount } {
@@ -726,6 +757,16 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
         }
       }
       await local.refundLiveRefresh(accountId, now)
+    },
+    async refund(charge) {
+      if (!degraded) {
+        try {
+          return await primary.refund(charge)
+        } catch (error) {
+          degrade(error)
+        }
+      }
+      await local.refund(charge)
     },
     async close() {
       probe?.cancel()

@@ -95,6 +95,7 @@ export async function listKeys(db: Executor, accountId: number) {
   return db
     .select({
       id: apiKeys.id,
+      publicId: apiKeys.publicId,
       keyPrefix: apiKeys.keyPrefix,
       name: apiKeys.name,
       isActive: apiKeys.isActive,
@@ -107,12 +108,12 @@ export async function listKeys(db: Executor, accountId: number) {
     .orderBy(asc(apiKeys.id))
 }
 
-/** Deactivates the account's key; returns its hash (to evict it everywhere), or undefined if not found. */
-export async function deactivateKey(db: Executor, accountId: number, keyId: number, now: Date) {
+/** Deactivates the account's key by its public id; returns its hash (to evict it everywhere), or undefined if not found. */
+export async function deactivateKey(db: Executor, accountId: number, publicId: string, now: Date) {
   const [row] = await db
     .update(apiKeys)
     .set({ isActive: false, revokedAt: sql`coalesce(${apiKeys.revokedAt}, ${now.toISOString()}::timestamptz)` })
-    .where(and(eq(apiKeys.id, keyId), eq(apiKeys.accountId, accountId)))
+    .where(and(eq(apiKeys.publicId, publicId), eq(apiKeys.accountId, accountId)))
     .returning({ keyHash: apiKeys.keyHash })
   return row?.keyHash
 }

@@ -259,8 +259,8 @@ describe('API keys', () => {
     const bob = await accountWithKey(db)
     secrets.push(alice.key, bob.key)
     const bobsList = (await json(await send('GET', '/v1/keys', { cookie: bob.cookie }))).data
-    expect(bobsList.map((k: any) => k.id)).toEqual([bob.keyId])
-    const steal = await send('DELETE', `/v1/keys/${alice.keyId}`, { cookie: bob.cookie })
+    expect(bobsList.map((k: any) => k.id)).toEqual([bob.publicKeyId])
+    const steal = await send('DELETE', `/v1/keys/${alice.publicKeyId}`, { cookie: bob.cookie })
     expect(steal.status).toBe(404)
     expect((await json(steal)).error.code).toBe('NOT_FOUND')
     expect((await server.get('/probe/catalog', { headers: { 'x-api-key': alice.key } })).status).toBe(200)
@@ -295,14 +295,68 @@ describe('API keys', () => {
       expect(response.status).toBe(400)
       expect((await json(response)).error.details[0].field).toBe('keyId')
     }
-    expect((await send('DELETE', '/v1/keys/2147483647', { cookie })).status).toBe(404)
+    const unknown = await send('DELETE', `/v1/keys/key_${'0'.repeat(32)}`, { cookie })
+    expect(unknown.status).toBe(404)
+    expect((await json(unknown)).error.code).toBe('NOT_FOUND')
     const form = await send('POST', '/v1/keys', { cookie, body: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } })
     expect(form.status).toBe(415)
     const foreign = await send('POST', '/v1/keys', { cookie, body: { name: 'x' }, headers: { origin: 'https://evil.example' } })
     expect(foreign.status).toBe(403)
-    const foreignDelete = await send('DELETE', '/v1/keys/1', { cookie, headers: { origin: 'https://evil.example' } })
+    const foreignDelete = await send('DELETE', `/v1/keys/key_${'0'.repeat(32)}`, { cookie, headers: { origin: 'https://evil.example' } })
     expect(foreignDelete.status).toBe(403)
     expect((await json(await send('GET', '/v1/keys', { cookie }))).data).toEqual([])
+  })
+})
+
+describe('key ids are opaque strings', () => {
+  const KEY_ID = /^key_[0-9a-f]{32}$/
+
+  test('create, list and usage show the same key_ id, never the integer row id; delete takes it', async () => {
+    const { cookie } = await signup()
+    const created = (await json(await send('POST', '/v1/keys', { cookie, body: { name: 'Storefront' } }))).data
+    secrets.push(created.key)
+    expect(created.id).toMatch(KEY_ID)
+    const [row] = await selectRows<{ id: number; public_id: string }>(db, sql`select id, public_id from api_keys where key_prefix = ${created.key_prefix} and name = 'Storefront'`)
+    expect(row!.public_id).toBe(created.id)
+
+    const listed = (await json(await send('GET', '/v1/keys', { cookie }))).data
+    expect(listed.map((key: any) => key.id)).toEqual([created.id])
+    const usage = await server.get('/v1/usage', { headers: { 'x-api-key': created.key } })
+    const usageBody = await json(usage)
+    expect(usageBody.data.keys.map((key: any) => key.id)).toEqual([created.id])
+    // The row id appears in no answer about the key (ids are the only integers named "id" there).
+    for (const answer of [created, listed, usageBody.data.keys]) expect(JSON.stringify(answer)).not.toContain(`"id":${row!.id}`)
+
+    const removed = await send('DELETE', `/v1/keys/${created.id}`, { cookie })
+    expect(removed.status).toBe(200)
+    expect((await json(removed)).data.message).toBe(`API key ${created.id} revoked`)
+    expect((await server.get('/probe/catalog', { headers: { 'x-api-key': created.key } })).status).toBe(401)
+  })
+
+  test('an old integer id, or any id not shaped key_ and 32 lowercase hex, is a 400 that says to list the keys; the key stays', async () => {
+    const { cookie } = await signup()
+    const created = (await json(await send('POST', '/v1/keys', { cookie, body: { name: 'Old client' } }))).data
+    secrets.push(created.key)
+    const [row] = await selectRows<{ id: number }>(db, sql`select id from api_keys where public_id = ${created.id}`)
+    for (const id of [String(row!.id), '1', created.id.toUpperCase(), created.id.slice(0, -1), `${created.id}0`, created.id.slice(4), 'key_']) {
+      const response = await send('DELETE', `/v1/keys/${id}`, { cookie })
+      const error = (await json(response)).error
+      expect({ id, status: response.status, code: error.code, details: error.details }).toEqual({
+        id,
+        status: 400,
+        code: 'INVALID_PARAMETER',
+        details: [
+          {
+            field: 'keyId',
+            message:
+              'must be a key id as GET /v1/keys lists it (key_ and 32 lowercase hex digits); integer key ids are no longer used: list your keys for their new ids',
+          },
+        ],
+      })
+      expect(error.message).toStartWith("Invalid path: 'keyId' must be a key id as GET /v1/keys lists it")
+    }
+    expect((await json(await send('GET', '/v1/keys', { cookie }))).data.map((key: any) => key.is_active)).toEqual([1])
+    expect((await server.get('/probe/catalog', { headers: { 'x-api-key': created.key } })).status).toBe(200)
   })
 })
 

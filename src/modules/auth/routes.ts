@@ -103,7 +103,7 @@ export function authRoutes(auth: AuthRuntime) {
         set.status = 201
         return {
           data: {
-            id: created.id,
+            id: created.publicId,
             key: created.key,
             key_prefix: created.keyPrefix,
             name: created.name,
@@ -129,7 +129,7 @@ export function authRoutes(auth: AuthRuntime) {
         const keys = await listKeys(auth.db, session.account.id, auth.usage.pending)
         return {
           data: keys.map((key) => ({
-            id: key.id,
+            id: key.publicId,
             key_prefix: key.keyPrefix,
             name: key.name,
             tier: session.account.tier,
@@ -159,7 +159,10 @@ export function authRoutes(auth: AuthRuntime) {
         detail: {
           tags: ['Keys'],
           summary: 'Revoke an API key',
-          description: 'Deactivates the key at once on every node; its usage history stays.',
+          description:
+            'Deactivates the key at once on every node; its usage history stays. `keyId` is the `key_…` id `GET /v1/keys` lists: ' +
+            'an integer (the ids keys had before) or any other malformed id is a 400 saying so, and a well-formed id of no key of ' +
+            "this account's is a 404.",
         },
       },
     )
@@ -180,7 +183,7 @@ export function authRoutes(auth: AuthRuntime) {
               live_refresh_limit: policy.liveRefreshesPerDay,
             },
             keys: keys.map((key) => ({
-              id: key.id,
+              id: key.publicId,
               key_prefix: key.keyPrefix,
               name: key.name,
               tier: identity.tier,

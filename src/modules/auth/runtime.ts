@@ -12,6 +12,7 @@ import { type UsageRecorder, usageRecorder } from './usage-recorder'
 export interface AuthRuntime {
   db: Database
   clock: Clock
+  logger: Logger
   keys: KeyDirectory
   quota: QuotaStore
   /** 'shared' on Redis, 'local' without Redis, 'degraded' while a configured Redis fails. */
@@ -44,6 +45,7 @@ export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
   return {
     db: deps.db,
     clock: deps.clock,
+    logger: deps.logger,
     keys,
     quota: failover ?? memoryQuotaStore({ seed: usage.dayTotals, clock: deps.clock }),
     quotaMode: () => (!failover ? 'local' : failover.degraded ? 'degraded' : 'shared'),

@@ -39,6 +39,13 @@ export function newApiKey(): NewApiKey {
   return { raw, hash: sha256Hex(raw), displayPrefix: raw.slice(0, DISPLAY_LENGTH) }
 }
 
+/** docs/decisions.md "Key ids are opaque strings": `key_` and 128 random bits in lowercase hex. */
+export const KEY_ID_PATTERN = /^key_[0-9a-f]{32}$/
+
+export function newKeyId(): string {
+  return `key_${randomBytes(16).toString('hex')}`
+}
+
 /** A session cookie value: 256 random bits, URL-safe. */
 export function newSessionToken(): { raw: string; hash: string } {
   const raw = randomBytes(32).toString('base64url')

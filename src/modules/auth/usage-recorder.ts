@@ -8,6 +8,11 @@ const FLUSH_INTERVAL_MS = 5_000
 export interface UsageRecorder {
   /** Counts one request made with a key: `units` charged (0 when free or refused), `rejected` over quota. */
   record(use: { keyId: number; accountId: number; units: number; rejected: boolean; at: Date }): void
+  /**
+   * A charge handed back after its request was refused with a 429 (docs/decisions.md "A 429 never costs a unit"):
+   * its units leave the day's requests and it counts as rejected. The key's total keeps it.
+   */
+  refund(use: { accountId: number; units: number; at: Date }): void
   /** Counts one live refresh of condition prices that happened (refused or failed ones are not counted). */
   recordLiveRefresh(accountId: number, at: Date): void
   /** Requests counted here and not yet written, for a key: lists add them so totals are current. */
@@ -130,6 +135,9 @@ export function usageRecorder(db: Database, logger: Logger, clock: Clock): Usage
     record({ keyId, accountId, units, rejected, at }) {
       addKey(keyId, 1, at)
       if (units > 0 || rejected) addDay(accountId, utcDate(at), units, rejected ? 1 : 0)
+    },
+    refund({ accountId, units, at }) {
+      addDay(accountId, utcDate(at), -units, 1)
     },
     recordLiveRefresh(accountId, at) {
       addDay(accountId, utcDate(at), 0, 0, 1)

@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, QueryParams } from '../../shared/model'
-import { Card, Price } from '../catalog/model'
+import { Id, ListTotal, LiteralUnion, QueryParams } from '../../shared/model'
+import { Card, Price, PriceWithSales } from '../catalog/model'
 import { HISTORY_RANGES, HistoryMeta } from '../history/model'
 import { TIER_POLICY } from '../auth/tiers'
 
@@ -14,8 +14,13 @@ const idsParam = (max: number) =>
 export const BulkCardsQuery = QueryParams({ ids: idsParam(MAX_BULK_CARD_IDS) })
 
 export const CardWithPrices = Type.Object(
-  { ...Card.properties, prices: Type.Array(Price, { description: 'One per printing, primary printing first' }) },
-  { description: 'The spec’s Card with its prices' },
+  {
+    ...Card.properties,
+    prices: Type.Array(PriceWithSales, {
+      description: 'One per printing, primary printing first, each with its newest recorded sales (Pro and up); an empty list when the card has no prices yet',
+    }),
+  },
+  { description: 'The card, every field of `GET /v1/cards/:id`, with its prices' },
 )
 export type CardWithPrices = Static<typeof CardWithPrices>
 
@@ -25,6 +30,7 @@ export const BulkCardsMeta = Type.Object({
   requested: Type.Integer({ minimum: 0, description: 'Distinct ids asked for' }),
   found: Type.Integer({ minimum: 0 }),
   not_found: NotFoundIds,
+  total: ListTotal('Cards in `data`'),
 })
 
 // The spec lists month, quarter and year; `all` and `printing` are accepted too, as one card's
@@ -49,11 +55,12 @@ export const BulkHistoryQuery = QueryParams({
 })
 
 export const BulkHistoryMeta = Type.Object({
-  ...Type.Omit(HistoryMeta, ['count']).properties,
+  ...Type.Omit(HistoryMeta, ['count', 'total']).properties,
   requested: Type.Integer({ minimum: 0, description: 'Distinct ids asked for' }),
   found: Type.Integer({ minimum: 0 }),
   not_found: NotFoundIds,
   count: Type.Integer({ minimum: 0, description: 'History rows in `data`, all cards together' }),
+  total: ListTotal('History rows in `data`, all cards together (the same as `count`; `data` is keyed by card id)'),
 })
 
 export const EXPORT_FORMATS = ['json', 'csv'] as const
@@ -65,18 +72,23 @@ export const ExportMeta = Type.Object({
   set_id: Id,
   set_name: Type.String(),
   game_slug: Type.String(),
-  count: Type.Integer({ minimum: 0, description: 'Rows in `data`' }),
+  count: Type.Integer({ minimum: 0, description: 'Cards and sealed products in `data`' }),
+  total: ListTotal('Cards and sealed products in `data` (the same as `count`): every one of the set'),
   exported_at: Type.String({ format: 'date-time' }),
 })
 
 // Bulk resolve: item limits and credits come from the tier table (Limits → Bulk resolve credits).
-const MAX_RESOLVE_ITEMS = Math.max(...Object.values(TIER_POLICY).map((policy) => policy.resolve?.maxItems ?? 0))
+// The limit is the tier's, so the schemas state none: a schema maxItems (the largest tier's) was
+// judged before the tier's own and worded differently (docs/decisions.md "Bulk resolve limits read the same on every tier").
+const RESOLVE_ITEM_LIMITS = Object.values(TIER_POLICY)
+  .filter((policy) => policy.resolve)
+  .map((policy) => `${policy.label} ${policy.resolve!.maxItems.toLocaleString('en-US')}`)
+  .join(', ')
 
 export const ResolveMarketplaceBody = Type.Object({
   ids: Type.Array(Type.Integer({ minimum: 1, maximum: 2147483647 }), {
     minItems: 1,
-    maxItems: MAX_RESOLVE_ITEMS,
-    description: 'Marketplace product ids; per request at most Starter 100, Pro 500, Business 1,000',
+    description: `Marketplace product ids; per request at most ${RESOLVE_ITEM_LIMITS} (more is a 400 naming the tier's limit)`,
   }),
 })
 
@@ -90,8 +102,7 @@ export const MAX_RESOLVE_NAME_LENGTH = 150
 export const ResolveNameBody = Type.Object({
   names: Type.Array(Type.String({ minLength: 1, maxLength: MAX_RESOLVE_NAME_LENGTH }), {
     minItems: 1,
-    maxItems: MAX_RESOLVE_ITEMS,
-    description: 'Card names as written anywhere (case, accents and punctuation do not matter); per request at most Starter 100, Pro 500, Business 1,000',
+    description: `Card names as written anywhere (case, accents and punctuation do not matter); per request at most ${RESOLVE_ITEM_LIMITS} (more is a 400 naming the tier's limit)`,
   }),
   game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug: only that game’s cards are candidates (more accurate, faster)' })),
 })

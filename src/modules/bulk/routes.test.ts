@@ -10,7 +10,7 @@ import { startServer } from '../../../test/helpers/server'
 import { openPostgres } from '../../db/client'
 import { createLogger } from '../../shared/logger'
 import type { Tier } from '../auth/tiers'
-import { EXPORT_COLUMNS, exportSet } from './service'
+import { EXPORT_ATTRIBUTES, EXPORT_COLUMNS, exportSet } from './service'
 
 // Over real HTTP on a private copy of the seeded tiny catalog, in-process quota. The single-card
 // endpoints (tested against the database in their own files) and SQL written here are the oracles.
@@ -28,9 +28,11 @@ async function post(path: string, key: string, body: unknown) {
   const response = await server.get(path, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' }, body: JSON.stringify(body) })
   return { status: response.status, body: (await response.json()) as any }
 }
-/** A card's prices as GET /v1/cards/:id/prices gives them, always as a list. */
-async function pricesOf(id: number) {
-  const { body } = await get(`/v1/cards/${id}/prices`, oracleKey)
+/** For resolve's prices, which carry no sales whatever the tier: card prices as below Pro. */
+const plainOracleKey = await keyOf('starter')
+/** A card's prices as GET /v1/cards/:id/prices gives them, always as a list: with sales (Business), or without. */
+async function pricesOf(id: number, key = oracleKey) {
+  const { body } = await get(`/v1/cards/${id}/prices`, key)
   return Array.isArray(body.data) ? body.data : [body.data]
 }
 
@@ -49,7 +51,7 @@ describe('GET /v1/bulk/cards', () => {
       expect(rest).toEqual((await get(`/v1/cards/${card.id}`, keys.pro)).body.data)
       expect(prices).toEqual(card.id === bare!.id ? [] : await pricesOf(card.id))
     }
-    expect(body.meta).toEqual({ requested: 4, found: 3, not_found: [unknownId] })
+    expect(body.meta).toEqual({ requested: 4, found: 3, not_found: [unknownId], total: 3 })
     expect(body.rate_limit.daily_limit).toBe(10_000)
   })
 
@@ -77,13 +79,13 @@ describe('GET /v1/bulk/history', () => {
       for (const id of [withHistory!.id, bare!.id, cardIds[4]!]) {
         const single = await get(`/v1/cards/${id}/history?range=${range}`, keys.business)
         expect(body.data[id]).toEqual(single.body.data)
-        const { count: _count, ...window } = single.body.meta
+        const { count: _count, total: _total, ...window } = single.body.meta
         expect(body.meta).toMatchObject(window)
         count += single.body.data.length
       }
       expect(body.data[withHistory!.id].length).toBeGreaterThan(0)
       expect(body.data[bare!.id]).toEqual([])
-      expect(body.meta).toMatchObject({ range, requested: 4, found: 3, not_found: [unknownId], count })
+      expect(body.meta).toMatchObject({ range, requested: 4, found: 3, not_found: [unknownId], count, total: count })
     }
   })
 
@@ -157,18 +159,36 @@ describe('GET /v1/export/set/:id', async () => {
     order by s.id limit 1`)
   const [renamed] = await rows<{ id: number }>(sql`select c.id from cards c join card_prices cp on cp.card_id = c.id where c.set_id = ${set!.id} order by c.id limit 1`)
   await db.execute(sql`update cards set name = ${'The "Quoted", Card\nof Lines'} where id = ${renamed!.id}`)
+  // An attribute no export column names (as a real source keeps for kinds the spec does not list): in custom_attributes.other.
+  await db.execute(sql`update cards set custom_attributes = custom_attributes || '{"artist": "Ken Sugimori"}'::jsonb where id = ${renamed!.id}`)
+  // A presale card of the set, with no prices yet: exported too. A copy of the renamed card under a new id and number.
+  await db.execute(sql`insert into cards (set_id, game_id, marketplace_id, name, clean_name, number, rarity, image_url, marketplace_url, product_type,
+                         foil_only, total_listings, shipping_category_id, product_status_id, hp, custom_attributes, updated_at)
+                       select set_id, game_id, (select max(marketplace_id) + 1 from cards), 'Presale Card', 'presale card', '999', rarity, image_url,
+                              marketplace_url, product_type, foil_only, total_listings, shipping_category_id, 20, hp, custom_attributes, updated_at
+                       from cards where id = ${renamed!.id}`)
   const download = (format: string, key = keys.business) => server.get(`/v1/export/set/${set!.id}${format}`, { headers: { 'x-api-key': key } })
 
-  test('JSON: the set price rows, as an attachment, with a count and rate_limit', async () => {
+  test('JSON: every card and sealed product of the set, priced or not, in number order, with prices and sales, as an attachment', async () => {
     const response = await download('')
     expect(response.status).toBe(200)
     expect(response.headers.get('content-type')).toBe('application/json;charset=utf-8')
     expect(response.headers.get('content-disposition')).toBe(`attachment; filename="${set!.game_slug}-${set!.slug}-prices-2026-11-20.json"`)
     const body = (await response.json()) as any
-    const prices = await get(`/v1/sets/${set!.id}/prices`, keys.business)
-    expect(body.data).toEqual(prices.body.data)
-    expect(body.data.some((row: { name: string }) => row.name.includes('"Quoted"'))).toBe(true)
-    expect(body.meta).toEqual({ set_id: set!.id, set_name: expect.any(String), game_slug: set!.game_slug, count: body.data.length, exported_at: TEST_NOW.toISOString() })
+    // Every product of the set, cards by number ("2" before "10"), sealed products last.
+    const products = await rows<{ id: number }>(sql`select id from cards where set_id = ${set!.id}
+      order by product_type = 'Sealed Products', length(number), number, id`)
+    expect(body.data.map((card: { id: number }) => card.id)).toEqual(products.map((row) => row.id))
+    // Each item is the full card with its prices and sales, as bulk cards gives it.
+    const bulk = await get(`/v1/bulk/cards?ids=${products.slice(0, 100).map((row) => row.id).join(',')}`, keys.pro)
+    expect(body.data.slice(0, 100)).toEqual(bulk.body.data)
+    expect(body.data.some((card: { product_type: string; number: string | null }) => card.product_type === 'Sealed Products' && card.number === null)).toBe(true)
+    expect(body.data.some((card: { prices: unknown[] }) => card.prices.length === 0)).toBe(true)
+    expect(body.data.some((card: { prices: { sales_as_of: string | null }[] }) => card.prices.some((price) => price.sales_as_of !== null))).toBe(true)
+    expect(body.data.some((card: { name: string }) => card.name.includes('"Quoted"'))).toBe(true)
+    expect(body.meta).toEqual({
+      set_id: set!.id, set_name: expect.any(String), game_slug: set!.game_slug, count: body.data.length, total: body.data.length, exported_at: TEST_NOW.toISOString(),
+    })
     expect(body.rate_limit.daily_limit).toBe(50_000)
     expect(response.headers.get('x-ratelimit-limit')).toBe('50000')
   })
@@ -182,8 +202,33 @@ describe('GET /v1/export/set/:id', async () => {
     expect(text).toContain('"The ""Quoted"", Card\nof Lines"')
     const [header, ...records] = parse(text) as string[][]
     expect(header).toEqual([...EXPORT_COLUMNS])
-    const json = ((await (await download('')).json()) as any).data as Record<string, unknown>[]
-    expect(records).toEqual(json.map((row) => EXPORT_COLUMNS.map((column) => (row[column] === null ? '' : String(row[column])))))
+    // The JSON flattened by hand: a row per card and printing, one row with empty price cells for a card without prices.
+    const json = ((await (await download('')).json()) as any).data as Record<string, any>[]
+    const cell = (value: unknown) => (value === null || value === undefined ? '' : Array.isArray(value) ? value.join('|') : String(value))
+    const expected = json.flatMap((card) => {
+      const { prices, custom_attributes: attributes, ...fields } = card
+      const named = Object.entries(attributes).filter(([name]) => (EXPORT_ATTRIBUTES as readonly string[]).includes(name))
+      const others = Object.entries(attributes).filter(([name]) => !(EXPORT_ATTRIBUTES as readonly string[]).includes(name))
+      const cardCells: Record<string, unknown> = {
+        ...fields,
+        ...Object.fromEntries(named.map(([name, value]) => [`custom_attributes.${name}`, value])),
+        'custom_attributes.other': others.length > 0 ? JSON.stringify(Object.fromEntries(others)) : null,
+      }
+      return (prices.length === 0 ? [{}] : prices).map((price: Record<string, unknown>) =>
+        EXPORT_COLUMNS.map((column) => cell(column === 'card_id' ? card.id : ({ ...cardCells, ...price } as Record<string, unknown>)[column])),
+      )
+    })
+    expect(records).toEqual(expected)
+    expect(text).toContain('"{""artist"":""Ken Sugimori""}"')
+    const printings = json.reduce((n, card) => n + Math.max(1, card.prices.length), 0)
+    expect(records).toHaveLength(printings)
+    // Stable columns: another game's set has the very same header.
+    const [other] = await rows<{ id: number }>(sql`select s.id from sets s join games g on g.id = s.game_id where g.slug <> ${set!.game_slug} order by s.id limit 1`)
+    const otherText = await (await server.get(`/v1/export/set/${other!.id}?format=csv`, { headers: { 'x-api-key': keys.business } })).text()
+    expect((parse(otherText) as string[][])[0]).toEqual([...EXPORT_COLUMNS])
+    // A list attribute (energyType) is joined with |, when the set's game has it.
+    const lists = json.filter((card) => Array.isArray(card.custom_attributes.energyType) && card.custom_attributes.energyType.length > 1)
+    for (const card of lists) expect(text).toContain(card.custom_attributes.energyType.join('|'))
   })
 
   test('streamed a batch of cards at a time: any batch size gives the same rows', async () => {
@@ -193,7 +238,7 @@ describe('GET /v1/export/set/:id', async () => {
         const exported = await exportSet(db, { setId: set!.id, format, now: TEST_NOW, rateLimit: null, onError: () => {}, batchCards })
         const text = await new Response(exported.stream).text()
         if (format === 'json') expect(JSON.parse(text).data).toEqual(whole)
-        else expect(parse(text, { columns: true })).toHaveLength(whole.length)
+        else expect(parse(text, { columns: true })).toHaveLength(whole.reduce((n: number, card: { prices: unknown[] }) => n + Math.max(1, card.prices.length), 0))
       }
     }
   })
@@ -292,7 +337,7 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
       ])
       for (const item of body.data.resolved) {
         expect(item.card).toEqual((await get(`/v1/cards/${item.card.id}`, oracleKey)).body.data)
-        expect(item.prices).toEqual(await pricesOf(item.card.id))
+        expect(item.prices).toEqual(await pricesOf(item.card.id, plainOracleKey))
       }
       expect(body.data.not_found).toEqual([42])
       expect(body.meta).toEqual({ requested: 4, resolved: 3, credits_consumed: credits })
@@ -426,7 +471,7 @@ describe('POST /v1/bulk/resolve/name', async () => {
     expect(status).toBe(200)
     const [exact, fuzzy] = body.data.resolved
     expect(exact).toMatchObject({ query: names[0], match: 'exact', score: 1, card: { id: unique!.id } })
-    expect(exact.prices).toEqual(await pricesOf(unique!.id))
+    expect(exact.prices).toEqual(await pricesOf(unique!.id, plainOracleKey))
     expect(fuzzy).toMatchObject({ query: misspelt, match: 'fuzzy', card: { id: unique!.id } })
     expect(fuzzy.score).toBeGreaterThanOrEqual(0.6)
     expect(fuzzy.score).toBeLessThan(1)

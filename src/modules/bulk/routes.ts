@@ -24,7 +24,7 @@ import {
   ResolveMeta,
   ResolveNameBody,
 } from './model'
-import { bulkCards, bulkHistory, describeExport, EXPORT_COLUMNS, exportSet, resolveCost, resolveMarketplaceIds, resolveNames } from './service'
+import { bulkCards, bulkHistory, describeExport, EXPORT_COLUMNS, EXPORT_LIST_SEPARATOR, exportSet, resolveCost, resolveMarketplaceIds, resolveNames } from './service'
 
 const MSGPACK_NOTE = ' `Accept: application/msgpack` returns the same body msgpack-encoded; errors stay the JSON envelope.'
 
@@ -119,7 +119,7 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         params: IdParams,
         query: ExportQuery,
         response: {
-          200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('PriceRow')), meta: ExportMeta })),
+          200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('CardWithPrices')), meta: ExportMeta })),
           400: 'Error',
           404: 'Error',
           ...KEY_GUARD_ERRORS,
@@ -127,11 +127,15 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         detail: {
           tags: ['Bulk'],
           'x-also-as': { 'text/csv': 'With `format=csv`: RFC 4180 text, a header row first' },
-          summary: "Download every card and printing price of a set (Business)",
+          summary: 'Download every card, sealed product and price of a set (Business)',
           description:
-            'One price row per card × printing, in card number order, streamed as it is read: the whole set in one answer (no paging). `format=json` (default): ' +
-            '`{ data, meta, rate_limit }`. `format=csv`: RFC 4180, a header row of ' +
-            `${EXPORT_COLUMNS.join(', ')}, empty fields for nulls. Both come as an attachment named ` +
+            'Every card and sealed product of the set, priced or not, cards in number order and sealed products after them, streamed as ' +
+            'it is read: the whole set in one answer (no paging). `format=json` (default): `{ data, meta, rate_limit }`, one full card ' +
+            '(every field of `GET /v1/cards/:id`) per item with its `prices` (each with its newest recorded sales; an empty list when it ' +
+            'has none yet); `meta.total` counts the items. `format=csv`: RFC 4180, one row per card and printing (a card without prices: ' +
+            'one row, its price cells empty), with the same columns for every set: ' +
+            `${EXPORT_COLUMNS.join(', ')}. Custom attributes the columns do not name go, as JSON, to \`custom_attributes.other\`; a list ` +
+            `(energyType) is its items joined by \`${EXPORT_LIST_SEPARATOR}\`; nulls are empty fields. Both come as an attachment named ` +
             '`<game>-<set>-prices-<date>.<format>`.',
         },
       },

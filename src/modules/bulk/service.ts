@@ -8,10 +8,10 @@ import { cleanName } from '../../shared/text'
 import { resolveCredits, type Tier, TIER_POLICY, type TierPolicy } from '../auth/tiers'
 import type { Price } from '../catalog/model'
 import * as catalogRepo from '../catalog/repo'
-import { toCard, toPrice, toPriceRow } from '../catalog/service'
+import { toCard, toPrice } from '../catalog/service'
 import type { HistoryRange, HistoryRow } from '../history/model'
 import * as historyRepo from '../history/repo'
-import { historyWindow, windowMeta } from '../history/service'
+import { historyWindow, newestSalesOf, windowMeta } from '../history/service'
 import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS, ResolveMarketplaceBody, ResolveNameBody } from './model'
 import * as repo from './repo'
 
@@ -27,19 +27,27 @@ async function pricesByCard(db: Database, cardIds: number[]): Promise<Map<number
   return byCard
 }
 
-/** Full cards with their prices, in request order: two statements run together, whatever the number of ids. */
+/**
+ * Cards with their prices and each printing's newest recorded sales (Pro and up: docs/decisions.md
+ * "Sales in Pro card prices"), by id: three statements run together, whatever the number of ids.
+ */
+async function cardsWithPrices(db: Database, ids: number[]): Promise<Map<number, CardWithPrices>> {
+  const [rows, prices, withSales] = await Promise.all([catalogRepo.findCardsBy(db, 'id', ids), pricesByCard(db, ids), newestSalesOf(db, ids)])
+  return new Map(rows.map((row) => [row.id, { ...toCard(row), prices: (prices.get(row.id) ?? []).map(withSales) }]))
+}
+
+/** Full cards with their prices, in request order (a Pro route, so with sales). */
 export async function bulkCards(db: Database, rawIds: string) {
   const ids = parseIdList(rawIds, MAX_BULK_CARD_IDS)
-  const [rows, prices] = await Promise.all([catalogRepo.findCardsBy(db, 'id', ids), pricesByCard(db, ids)])
-  const byId = new Map(rows.map((row) => [row.id, row]))
+  const byId = await cardsWithPrices(db, ids)
   const data: CardWithPrices[] = []
   const missing: number[] = []
   for (const id of ids) {
-    const row = byId.get(id)
-    if (row) data.push({ ...toCard(row), prices: prices.get(id) ?? [] })
+    const card = byId.get(id)
+    if (card) data.push(card)
     else missing.push(id)
   }
-  return { data, meta: { requested: ids.length, found: data.length, not_found: missing } }
+  return { data, meta: { requested: ids.length, found: data.length, not_found: missing, total: data.length } }
 }
 
 /**
@@ -81,11 +89,37 @@ export async function bulkHistory(
       found: found.size,
       not_found: ids.filter((id) => !found.has(id)),
       count: rows.length,
+      total: rows.length,
     },
   }
 }
 
-/** CSV export columns: docs/decisions.md "Card prices and card fields"'s price row, in its JSON order. */
+/**
+ * The custom attributes the CSV export gives a column each, `custom_attributes.<name>`: every name
+ * the spec lists per game kind, then those the demo source uses for the kinds it does not, in
+ * that order. Any other attribute goes, as JSON, to `custom_attributes.other`. The same columns
+ * for every set (docs/decisions.md "Set export: every card, stable columns").
+ */
+export const EXPORT_ATTRIBUTES = [
+  // creature-battle
+  'stage', 'energyType', 'hp', 'weakness', 'resistance', 'retreatCost', 'attack1', 'attack2', 'attack3', 'attack4', 'cardType', 'flavorText',
+  // mana-based
+  'color', 'manaCost', 'power', 'toughness', 'subType', 'oracleText',
+  // monster duel
+  'attribute', 'level', 'attack', 'defense', 'description',
+  // action and ink games (the demo source's names)
+  'class', 'pitch', 'inkColor', 'inkCost', 'loreValue',
+] as const
+
+/** How the CSV export writes a list value (energyType): its items joined by this. */
+export const EXPORT_LIST_SEPARATOR = '|'
+
+/**
+ * CSV export columns, the same for every set: the price row's columns as they were first exported
+ * (docs/decisions.md "Card prices and card fields"), then the sales and the rest of the card, then
+ * one column per custom attribute. One row per card and printing; a card without prices is one row
+ * with empty price cells.
+ */
 export const EXPORT_COLUMNS = [
   'card_id',
   'name',
@@ -104,7 +138,37 @@ export const EXPORT_COLUMNS = [
   'price_change_30d',
   'last_updated_at',
   'image_url',
+  'sales_volume',
+  'avg_sales_price',
+  'sales_as_of',
+  'number',
+  'rarity',
+  'clean_name',
+  'product_status_id',
+  'shipping_category_id',
+  'total_listings',
+  'marketplace_url',
+  'hp',
+  ...EXPORT_ATTRIBUTES.map((name) => `custom_attributes.${name}` as const),
+  'custom_attributes.other',
 ] as const
+
+const KNOWN_ATTRIBUTES = new Set<string>(EXPORT_ATTRIBUTES)
+
+/** A card's CSV rows: one per printing, or one with empty price cells when it has no prices. */
+function csvRows(card: CardWithPrices): Record<string, unknown>[] {
+  const { prices, custom_attributes, ...fields } = card
+  const base: Record<string, unknown> = { ...fields, card_id: card.id }
+  const other: Record<string, unknown> = {}
+  for (const [name, value] of Object.entries(custom_attributes)) {
+    const cell = Array.isArray(value) ? value.join(EXPORT_LIST_SEPARATOR) : value
+    if (KNOWN_ATTRIBUTES.has(name)) base[`custom_attributes.${name}`] = cell
+    else other[name] = value
+  }
+  if (Object.keys(other).length > 0) base['custom_attributes.other'] = JSON.stringify(other)
+  if (prices.length === 0) return [base]
+  return prices.map(({ card_id: _cardId, ...price }) => ({ ...base, ...price }))
+}
 
 /** Cards per statement while exporting: memory stays bounded whatever the size of the set. */
 export const EXPORT_BATCH_CARDS = 250
@@ -119,10 +183,13 @@ export async function describeExport(db: Database, request: { setId: number; for
 }
 
 /**
- * Every price row of a set, streamed: the set's card ids first (one statement), then their price
- * rows a batch of cards at a time, each batch written out before the next is read. JSON is
- * `{ data, meta, rate_limit }` with meta last (it holds the count); CSV is RFC 4180 with a header
- * row, empty fields for nulls. 404 for an unknown set, before anything is sent.
+ * Every card and sealed product of a set with its prices (docs/decisions.md "Set export: every
+ * card, stable columns"), streamed: the set's card ids in number order, sealed products last (one
+ * statement), then the cards, their prices and sales a batch of cards at a time, each batch written
+ * out before the next is read. JSON is `{ data, meta, rate_limit }`, a card with its prices (an
+ * empty list when it has none) per item, with meta last (it holds the counts); CSV is RFC 4180
+ * with a header row, EXPORT_COLUMNS, one row per card and printing, empty fields for nulls. 404
+ * for an unknown set, before anything is sent.
  */
 export async function exportSet(
   db: Database,
@@ -141,23 +208,27 @@ export async function exportSet(
     async pull(controller) {
       try {
         const start = batch * batchCards
-        const rows = start < cardIds.length ? (await catalogRepo.findPriceRowsOfCards(db, cardIds.slice(start, start + batchCards))).map(toPriceRow) : []
+        const ids = cardIds.slice(start, start + batchCards)
+        const byId = ids.length > 0 ? await cardsWithPrices(db, ids) : new Map<number, CardWithPrices>()
         if (cancelled) return
+        // A card deleted since its id was read (a sync between the statements) is left out.
+        const cards = ids.flatMap((id) => byId.get(id) ?? [])
         const first = batch === 0
         const last = start + batchCards >= cardIds.length
         batch++
         let text: string
         if (request.format === 'csv') {
-          text = stringify(rows, { header: first, columns: [...EXPORT_COLUMNS], eof: true })
+          text = stringify(cards.flatMap(csvRows), { header: first, columns: [...EXPORT_COLUMNS], eof: true })
         } else {
-          const items = rows.map((row, i) => (count + i === 0 ? '' : ',') + JSON.stringify(row)).join('')
+          const items = cards.map((card, i) => (count + i === 0 ? '' : ',') + JSON.stringify(card)).join('')
           text = (first ? '{"data":[' : '') + items
           if (last) {
-            const meta = { set_id: set.id, set_name: set.name, game_slug: set.gameSlug, count: count + rows.length, exported_at: request.now.toISOString() }
+            const total = count + cards.length
+            const meta = { set_id: set.id, set_name: set.name, game_slug: set.gameSlug, count: total, total, exported_at: request.now.toISOString() }
             text += `],"meta":${JSON.stringify(meta)},"rate_limit":${JSON.stringify(request.rateLimit)}}`
           }
         }
-        count += rows.length
+        count += cards.length
         if (text.length > 0) controller.enqueue(encoder.encode(text))
         if (last) controller.close()
       } catch (error) {

@@ -35,7 +35,7 @@ describe('GET /v1/sets', () => {
     expect(first.status).toBe(200)
     expect(first.body.meta).toEqual({ total: setTotal!.n, page: 1, per_page: 100, has_more: setTotal!.n > 100 })
     expect(Object.keys(first.body.data[0]).sort()).toEqual(
-      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'slug'].sort(),
+      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'set_icon_url', 'slug'].sort(),
     )
     const dates = first.body.data.map((s: any) => s.release_date)
     expect(dates).toEqual([...dates].sort().reverse())
@@ -89,18 +89,24 @@ describe('GET /v1/sets/:id', () => {
     expect(typeof body.data.game_slug).toBe('string')
   })
 
-  test("its marketplace group id, and its image: the marketplace's, or null when unknown", async () => {
-    const image = 'https://marketplace.example/images/group/some-set.jpg'
-    await database.db.execute(sql`update sets set image_url = ${image} where id = ${someSet!.id}`)
-    const [other] = await rows<{ id: number }>(sql`select id from sets where id <> ${someSet!.id} order by id limit 1`)
+  test("its marketplace group id, image and icon: the marketplace's, or null when unknown", async () => {
+    // As from a source without them: this set loses its pictures, the others keep the demo marketplace's.
+    await database.db.execute(sql`update sets set image_url = null, set_icon_url = null where id = ${someSet!.id}`)
+    const [other] = await rows<{ id: number }>(sql`select id from sets where id <> ${someSet!.id} and set_icon_url is not null order by id limit 1`)
     const facts = new Map(
-      (await rows<{ id: number; marketplace_group_id: number }>(sql`select id, marketplace_group_id from sets`)).map((set) => [set.id, set.marketplace_group_id]),
+      (await rows<{ id: number; marketplace_id: number; image_url: string | null; set_icon_url: string | null }>(
+        sql`select id, marketplace_group_id as marketplace_id, image_url, set_icon_url from sets`,
+      )).map(({ id, ...set }) => [id, set]),
     )
-    expect((await get(`/v1/sets/${someSet!.id}`)).body.data).toMatchObject({ marketplace_id: facts.get(someSet!.id), image_url: image })
-    expect((await get(`/v1/sets/${other!.id}`)).body.data).toMatchObject({ marketplace_id: facts.get(other!.id), image_url: null })
+    expect((await get(`/v1/sets/${someSet!.id}`)).body.data).toMatchObject({ ...facts.get(someSet!.id), image_url: null, set_icon_url: null })
+    const known = (await get(`/v1/sets/${other!.id}`)).body.data
+    expect(known).toMatchObject(facts.get(other!.id)!)
+    expect(known.image_url).toBeString()
+    expect(known.set_icon_url).toBeString()
     const listed = (await get(`/v1/sets?game=${(await get(`/v1/sets/${someSet!.id}`)).body.data.game_slug}&per_page=100`)).body.data
-    expect(listed.find((set: any) => set.id === someSet!.id).image_url).toBe(image)
-    for (const set of listed) expect(set.marketplace_id).toBe(facts.get(set.id))
+    for (const set of listed) expect({ marketplace_id: set.marketplace_id, image_url: set.image_url, set_icon_url: set.set_icon_url }).toEqual(facts.get(set.id)!)
+    const everySet = (await get('/v1/sets?per_page=100')).body.data
+    expect(everySet.some((set: any) => set.set_icon_url === null) && everySet.some((set: any) => set.set_icon_url !== null)).toBe(true)
   })
 
   test('unknown is 404; zero, negative, fractional and non-numeric ids are 400', async () => {
@@ -136,9 +142,24 @@ describe('GET /v1/sets/:id/cards', () => {
       expect({ id: card.id, printing: card.printing, market_price: card.market_price }).toEqual(byId.get(card.id)!)
       expect(card.set_name).toBe(someSet!.name)
     }
-    const numbers = body.data.map((c: any) => c.number)
-    const natural = [...numbers].sort((a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0))
-    expect(numbers).toEqual(natural)
+    // Cards by number (shorter first: 2 before 10), then sealed products, which have none (null), by id.
+    const cards = body.data.filter((c: any) => c.product_type === 'Cards')
+    const sealed = body.data.filter((c: any) => c.product_type === 'Sealed Products')
+    expect(sealed.length).toBeGreaterThan(0)
+    expect(body.data).toEqual([...cards, ...sealed])
+    const numbers = cards.map((c: any) => c.number)
+    expect(numbers.every((n: unknown) => typeof n === 'string' && n !== '')).toBe(true)
+    expect(numbers).toEqual([...numbers].sort((a: string, b: string) => a.length - b.length || (a < b ? -1 : a > b ? 1 : 0)))
+    expect(sealed.map((c: any) => c.number)).toEqual(sealed.map(() => null))
+    expect(sealed.map((c: any) => c.id)).toEqual(sealed.map((c: any) => c.id).sort((a: number, b: number) => a - b))
+  })
+
+  test('number order across pages: the sealed products come last, after the last card', async () => {
+    const pages: any[] = []
+    for (let page = 1; page <= Math.ceil(someSet!.card_count / 3); page++) pages.push(...(await get(`/v1/sets/${someSet!.id}/cards?per_page=3&page=${page}`)).body.data)
+    const types = pages.map((c: any) => c.product_type)
+    expect(types.indexOf('Sealed Products')).toBe(types.lastIndexOf('Cards') + 1)
+    expect(pages).toEqual((await get(`/v1/sets/${someSet!.id}/cards?per_page=100`)).body.data)
   })
 
   test('type filter and every sort; price sorts put unpriced cards last', async () => {
@@ -199,6 +220,15 @@ describe('GET /v1/sets/:id/prices', () => {
     )
   })
 
+  test("rows follow the set's card order: cards by number, then sealed products", async () => {
+    const { body } = await get(`/v1/sets/${someSet!.id}/prices`)
+    const cardOrder = (await get(`/v1/sets/${someSet!.id}/cards?per_page=100`)).body.data.map((c: any) => c.id)
+    const rowOrder = body.data.map((row: any) => row.card_id).filter((id: number, index: number, all: number[]) => all.indexOf(id) === index)
+    expect(rowOrder).toEqual(cardOrder.filter((id: number) => rowOrder.includes(id)))
+    const types = body.data.map((row: any) => row.product_type)
+    expect(types.indexOf('Sealed Products')).toBeGreaterThan(types.lastIndexOf('Cards'))
+  })
+
   test('Free is 403 naming Pro and costs nothing; unknown set 404', async () => {
     const before = await get('/v1/sets/1', freeKey)
     const refused = await get(`/v1/sets/${someSet!.id}/prices`, freeKey)
@@ -236,6 +266,10 @@ describe('GET /v1/cards/:id', () => {
     expect(body.data.product_type).toBe('Sealed Products')
     expect([3, 4]).toContain(body.data.shipping_category_id)
     expect(body.data.shipping_category_id).toBe(sealed!.shipping_category_id)
+    // A sealed product has no card number: null, not an empty string.
+    expect(body.data.number).toBeNull()
+    expect((await get(`/v1/cards/marketplace/${body.data.marketplace_id}`)).body.data.number).toBeNull()
+    expect((await get(`/v1/cards/${withHp!.id}`)).body.data.number).toBeString()
   })
 })
 
@@ -273,7 +307,8 @@ describe('GET /v1/cards/marketplace/:marketplaceId', () => {
     expect(rest).toEqual((await get(`/v1/cards/${card!.id}`)).body.data)
     expect(rest).toMatchObject({ id: card!.id, name: card!.name, foil_only: expect.any(Number) })
     expect(prices).toHaveLength(multiPrinting!.n)
-    const byId = (await get(`/v1/cards/${card!.id}/prices`)).body.data
+    // Card prices as below Pro: the lookup's prices carry no sales fields, whatever the tier.
+    const byId = (await get(`/v1/cards/${card!.id}/prices`, freeKey)).body.data
     expect(prices).toEqual(byId.map(({ card_id: _id, price_change_7d: _7d, price_change_30d: _30d, ...price }: any) => price))
     for (const price of prices) {
       expect(Object.keys(price).some((k) => ['card_id', 'price_change_7d', 'price_change_30d'].includes(k))).toBe(false)

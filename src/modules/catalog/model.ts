@@ -3,8 +3,8 @@ import { Id, LiteralUnion, MAX_ID, PathParams, QueryInt, Timestamp } from '../..
 
 // A game's and a set's marketplace identity go beyond the contract (docs/decisions.md "Compatibility superset").
 const MarketplaceRef = (what: string) => Type.Integer({ minimum: 1, maximum: MAX_ID, description: `The ${what} id at the marketplace` })
-const MarketplaceImage = (of: string) =>
-  Type.Union([Type.String({ format: 'uri' }), Type.Null()], { description: `The ${of}'s image at the marketplace; null when unknown` })
+const MarketplaceImage = (what: string) =>
+  Type.Union([Type.String({ format: 'uri' }), Type.Null()], { description: `The ${what} at the marketplace; null when the marketplace source has none` })
 
 export const Game = Type.Object(
   {
@@ -16,7 +16,8 @@ export const Game = Type.Object(
     card_count: Type.Integer({ minimum: 0, description: 'Cards and sealed products' }),
     last_synced_at: Type.Union([Timestamp, Type.Null()], { description: 'null until the first sync' }),
     marketplace_id: MarketplaceRef("game's category"),
-    image_url: MarketplaceImage('game'),
+    image_url: MarketplaceImage("game's image"),
+    logo_url: MarketplaceImage("game's logo"),
   },
 )
 export type Game = Static<typeof Game>
@@ -31,7 +32,8 @@ export const SetSummary = Type.Object({
   card_count: Type.Integer({ minimum: 0 }),
   last_synced_at: Type.Union([Timestamp, Type.Null()]),
   marketplace_id: MarketplaceRef("set's group"),
-  image_url: MarketplaceImage('set'),
+  image_url: MarketplaceImage("set's image"),
+  set_icon_url: MarketplaceImage("set's icon (its expansion symbol)"),
 })
 export type SetSummary = Static<typeof SetSummary>
 
@@ -64,6 +66,11 @@ const TotalListings = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
   description: 'Active seller listings; null when the marketplace source does not report it',
 })
 
+// docs/decisions.md "Sealed products have no number".
+const CardNumber = Type.Union([Type.String(), Type.Null()], {
+  description: 'Card number within the set; null for sealed products (and a card the marketplace gives no number)',
+})
+
 /** A set as `/v1/sets` and `/v1/sets/:id` show it: the summary plus its game. */
 export const SetDetail = Type.Object({
   ...SetSummary.properties,
@@ -78,7 +85,7 @@ export const Card = Type.Object({
   id: Id,
   name: Type.String(),
   clean_name: Type.String({ description: 'Normalized lowercase name' }),
-  number: Type.String({ description: 'Card number within the set' }),
+  number: CardNumber,
   rarity: Type.String(),
   image_url: Type.String({ format: 'uri' }),
   marketplace_id: Id,
@@ -94,10 +101,10 @@ export const Card = Type.Object({
   }),
   set_id: Id,
   set_name: Type.String(),
-  set_slug: Type.String({ description: "The set's slug (beyond the spec's Card, for building links)" }),
+  set_slug: Type.String({ description: "The set's slug, for building links" }),
   game_id: Id,
   game_name: Type.String(),
-  game_slug: Type.String({ description: "The game's slug, as in `/v1/games/:slug` and the `game` filters (beyond the spec's Card)" }),
+  game_slug: Type.String({ description: "The game's slug, as in `/v1/games/:slug` and the `game` filters" }),
 })
 export type Card = Static<typeof Card>
 
@@ -117,11 +124,37 @@ export const Price = Type.Object({
   price_change_7d: Percent,
   price_change_30d: Percent,
   last_updated_at: Timestamp,
+  // Pro and up only (docs/decisions.md "Sales in Pro card prices"): absent below Pro, as the public service documents.
+  sales_volume: Type.Optional(
+    Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+      description: 'Pro and up only (absent below): sales on `sales_as_of`, the newest day with recorded sales; null when none were ever recorded',
+    }),
+  ),
+  avg_sales_price: Type.Optional(
+    Type.Union([Type.Number(), Type.Null()], {
+      description: 'Pro and up only (absent below): USD, the average sale price on `sales_as_of`; null when none were recorded or that day had no sales',
+    }),
+  ),
+  sales_as_of: Type.Optional(
+    Type.Union([DateOnly, Type.Null()], {
+      description: 'Pro and up only (absent below): the newest day with recorded sales (sales arrive 1 to 3 days late); null when none were ever recorded',
+    }),
+  ),
 })
 export type Price = Static<typeof Price>
 
+/** The Price fields only Pro and up see (docs/decisions.md "Sales in Pro card prices"). */
+export const SALES_FIELDS = ['sales_volume', 'avg_sales_price', 'sales_as_of'] as const
+
+/** A Price as Pro and up see it: the sales fields always there. */
+export const PriceWithSales = Type.Object(
+  { ...Type.Omit(Price, SALES_FIELDS).properties, ...Type.Required(Type.Pick(Price, SALES_FIELDS)).properties },
+  { description: 'A Price with its newest recorded sales (Pro and up)' },
+)
+export type PriceWithSales = Static<typeof PriceWithSales>
+
 /** Lookup by marketplace id: the spec omits card_id and the 7d/30d changes. */
-export const MarketplacePrice = Type.Omit(Price, ['card_id', 'price_change_7d', 'price_change_30d'])
+export const MarketplacePrice = Type.Omit(Price, ['card_id', 'price_change_7d', 'price_change_30d', ...SALES_FIELDS])
 export type MarketplacePrice = Static<typeof MarketplacePrice>
 
 /** The spec names id, name, foil_only and prices; the public service's clients read the rest of the Card too (docs/decisions.md "Compatibility superset"). */
@@ -141,7 +174,7 @@ export const PriceRow = Type.Object({
   marketplace_id: Id,
   product_type: ProductTypeField,
   foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
-  ...Type.Omit(Price, ['card_id']).properties,
+  ...Type.Omit(Price, ['card_id', ...SALES_FIELDS]).properties,
   image_url: Type.String({ format: 'uri' }),
 })
 export type PriceRow = Static<typeof PriceRow>
@@ -151,7 +184,7 @@ export const CardWithPrice = Type.Object({
   id: Id,
   name: Type.String(),
   clean_name: Type.String(),
-  number: Type.String(),
+  number: CardNumber,
   rarity: Type.String(),
   marketplace_id: Id,
   product_type: ProductTypeField,

@@ -61,6 +61,19 @@ export async function findSetsPageOfGame(
   return found && { rows: [], total: found.setCount }
 }
 
+/**
+ * A set's products in number order, the one order wherever they are listed by number (set cards,
+ * set prices, the set export): cards by number, shorter first so "2" comes before "10" (numbers are
+ * text such as "SV01"), then cards without a number, then sealed products, which have none; the id
+ * breaks ties (docs/decisions.md "Sealed products have no number").
+ */
+export const setProductOrder: readonly SQL[] = [
+  sql`${cards.productType} = 'Sealed Products'`,
+  sql`length(${cards.number})`,
+  asc(cards.number),
+  asc(cards.id),
+]
+
 /** A set with its game's id, name and slug. */
 const setDetailColumns = { ...getTableColumns(sets), gameName: games.name, gameSlug: games.slug }
 export type SetDetailRecord = SetRecord & { gameName: string; gameSlug: string }
@@ -155,12 +168,11 @@ export type CardWithPriceRecord = Awaited<ReturnType<typeof findSetCardsPage>>['
  */
 export async function findSetCardsPage(db: Executor, setId: number, filter: { type?: string; sort: SetCardSort }, page: Page) {
   const primary = primaryPrice(db)
-  const orderBy: Record<SetCardSort, SQL[]> = {
-    // Card numbers are text ("12", "12a", "SV01"): shorter first puts 2 before 10.
-    number: [sql`length(${cards.number})`, asc(cards.number)],
-    name: [asc(cards.name)],
-    price_asc: [sql`${primary.marketPrice} asc nulls last`],
-    price_desc: [sql`${primary.marketPrice} desc nulls last`],
+  const orderBy: Record<SetCardSort, readonly SQL[]> = {
+    number: setProductOrder,
+    name: [asc(cards.name), asc(cards.id)],
+    price_asc: [sql`${primary.marketPrice} asc nulls last`, asc(cards.id)],
+    price_desc: [sql`${primary.marketPrice} desc nulls last`, asc(cards.id)],
   }
   const rows = await db
     .select({ ...cardWithPriceColumns(primary), total: totalOver })
@@ -169,7 +181,7 @@ export async function findSetCardsPage(db: Executor, setId: number, filter: { ty
     .innerJoin(games, eq(games.id, cards.gameId))
     .leftJoinLateral(primary, sql`true`)
     .where(and(eq(cards.setId, setId), filter.type === undefined ? undefined : eq(cards.productType, filter.type)))
-    .orderBy(...orderBy[filter.sort], asc(cards.id))
+    .orderBy(...orderBy[filter.sort])
     .limit(page.perPage)
     .offset(offsetOf(page))
   return { rows, total: rows[0]?.total }
@@ -199,7 +211,7 @@ const priceColumns = {
 }
 export type PriceRecord = typeof cardPrices.$inferSelect
 
-/** Price rows (card × printing) with their card's fields, in card number order, primary printing first. */
+/** Price rows (card × printing) with their card's fields, in `setProductOrder`, primary printing first. */
 function priceRowsWhere(db: Executor, where: SQL | undefined) {
   return db
     .select({
@@ -214,7 +226,7 @@ function priceRowsWhere(db: Executor, where: SQL | undefined) {
     .innerJoin(cards, eq(cards.id, cardPrices.cardId))
     .innerJoin(games, eq(games.id, cards.gameId))
     .where(where)
-    .orderBy(sql`length(${cards.number})`, asc(cards.number), asc(cards.id), sql`${printingRank} nulls last`, asc(cardPrices.printing))
+    .orderBy(...setProductOrder, sql`${printingRank} nulls last`, asc(cardPrices.printing))
 }
 export type PriceRowRecord = Awaited<ReturnType<typeof priceRowsWhere>>[number]
 
@@ -228,13 +240,13 @@ export async function findPriceRowsOfCards(db: Executor, cardIds: number[]) {
   return cardIds.length === 0 ? [] : priceRowsWhere(db, inArray(cards.id, cardIds))
 }
 
-/** A set's card ids in card number order (what an export walks through, a batch at a time). */
+/** A set's card ids in `setProductOrder` (what an export walks through, a batch at a time). */
 export async function findSetCardIds(db: Executor, setId: number): Promise<number[]> {
   const rows = await db
     .select({ id: cards.id })
     .from(cards)
     .where(eq(cards.setId, setId))
-    .orderBy(sql`length(${cards.number})`, asc(cards.number), asc(cards.id))
+    .orderBy(...setProductOrder)
   return rows.map((row) => row.id)
 }
 

@@ -8,28 +8,28 @@ import { TEST_NOW } from '../../../test/helpers/env'
 import { openCatalogReads } from './routes'
 
 const database = await freshDatabase('seeded')
-// The demo source has no images: one game and one of its sets get one, the rest stay null.
-const GAME_IMAGE = 'https://marketplace.example/images/category/pokemon.png'
-const SET_IMAGE = 'https://marketplace.example/images/group/newest.png'
-await database.db.execute(sql`update games set image_url = ${GAME_IMAGE} where slug = 'pokemon'`)
-await database.db.execute(sql`update sets set image_url = ${SET_IMAGE}
+// The demo source gives every game and set an image, and major games and some others a logo and
+// their sets an icon. One game and Pokemon's newest set lose theirs, as from a source without them.
+await database.db.execute(sql`update games set image_url = null, logo_url = null where slug = 'magic-the-gathering'`)
+await database.db.execute(sql`update sets set image_url = null, set_icon_url = null
                               where id = (select s.id from sets s join games g on g.id = s.game_id where g.slug = 'pokemon'
                                           order by s.release_date desc, s.id limit 1)`)
 const server: TestServer = startServer({ db: database.db, redis: undefined, logger: testLogger })
 const json = (path: string) => server.json(path)
 
-/** Each game's or set's marketplace id and image, read straight from the table. */
-const marketplaceFacts = async (table: 'games' | 'sets') =>
-  new Map(
-    (
-      await selectRows<{ id: number; marketplace_id: number; image_url: string | null }>(
-        database.db,
-        table === 'games'
-          ? sql`select id, marketplace_category_id as marketplace_id, image_url from games`
-          : sql`select id, marketplace_group_id as marketplace_id, image_url from sets`,
-      )
-    ).map(({ id, ...facts }) => [id, facts]),
+/** Each game's or set's marketplace id and pictures, read straight from the table. */
+type Facts<Picture extends string> = { marketplace_id: number; image_url: string | null } & Record<Picture, string | null>
+async function marketplaceFacts(table: 'games'): Promise<Map<number, Facts<'logo_url'>>>
+async function marketplaceFacts(table: 'sets'): Promise<Map<number, Facts<'set_icon_url'>>>
+async function marketplaceFacts(table: 'games' | 'sets') {
+  const rows = await selectRows<{ id: number } & Facts<'logo_url' | 'set_icon_url'>>(
+    database.db,
+    table === 'games'
+      ? sql`select id, marketplace_category_id as marketplace_id, image_url, logo_url from games`
+      : sql`select id, marketplace_group_id as marketplace_id, image_url, set_icon_url from sets`,
   )
+  return new Map(rows.map(({ id, ...facts }) => [id, facts]))
+}
 
 describe('GET /v1/games', () => {
   test('lists all 57 games with every Game field, major games first', async () => {
@@ -39,7 +39,7 @@ describe('GET /v1/games', () => {
     expect(body.data).toHaveLength(57)
     const game = body.data[0]
     expect(Object.keys(game).sort()).toEqual(
-      ['card_count', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'priority', 'set_count', 'slug'].sort(),
+      ['card_count', 'id', 'image_url', 'last_synced_at', 'logo_url', 'marketplace_id', 'name', 'priority', 'set_count', 'slug'].sort(),
     )
     expect(body.data.slice(0, 7).every((g: any) => g.priority === 3)).toBe(true)
     expect(body.data.slice(7).every((g: any) => g.priority === 2)).toBe(true)
@@ -48,13 +48,29 @@ describe('GET /v1/games', () => {
     expect(game.card_count).toBeGreaterThan(0)
   })
 
-  test("each game's marketplace id is its category id, and its image is the marketplace's or null", async () => {
+  test("each game's marketplace id is its category id, and its image and logo are the marketplace's or null", async () => {
     const facts = await marketplaceFacts('games')
     const games = (await json('/v1/games?per_page=100')).body.data
-    for (const game of games) expect({ marketplace_id: game.marketplace_id, image_url: game.image_url }).toEqual(facts.get(game.id)!)
-    expect(games.find((game: any) => game.slug === 'pokemon').image_url).toBe(GAME_IMAGE)
-    expect(games.filter((game: any) => game.image_url === null)).toHaveLength(56)
+    for (const game of games) expect({ marketplace_id: game.marketplace_id, image_url: game.image_url, logo_url: game.logo_url }).toEqual(facts.get(game.id)!)
+    const pokemon = games.find((game: any) => game.slug === 'pokemon')
+    expect(pokemon.image_url).toBe(`https://marketplace.example/images/category/${pokemon.marketplace_id}.jpg`)
+    expect(pokemon.logo_url).toBe(`https://marketplace.example/images/category/${pokemon.marketplace_id}/logo.png`)
+    expect(games.filter((game: any) => game.image_url === null).map((game: any) => game.slug)).toEqual(['magic-the-gathering'])
+    expect(games.filter((game: any) => game.logo_url === null).length).toBeGreaterThan(1)
+    expect(games.filter((game: any) => game.logo_url !== null).length).toBeGreaterThan(1)
     expect(new Set(games.map((game: any) => game.marketplace_id)).size).toBe(57)
+  })
+
+  test('a repeat is answered from the kept bytes, with the same images and logos', async () => {
+    const first = await server.get('/v1/games?per_page=100')
+    const firstBody = await first.text()
+    const repeat = await (await server.get('/v1/games?per_page=100')).text()
+    expect(repeat).toBe(firstBody)
+    const parsed = JSON.parse(repeat).data
+    expect(parsed.every((game: any) => 'logo_url' in game && 'image_url' in game)).toBe(true)
+    const sets = await (await server.get('/v1/games/pokemon/sets')).text()
+    expect(await (await server.get('/v1/games/pokemon/sets')).text()).toBe(sets)
+    expect(JSON.parse(sets).data.every((set: any) => 'set_icon_url' in set && 'image_url' in set)).toBe(true)
   })
 
   test('counts agree with the source catalog', async () => {
@@ -139,9 +155,13 @@ describe('GET /v1/games/:slug', () => {
     expect(status).toBe(200)
     expect(body.data.slug).toBe('magic-the-gathering')
     expect(body.data.priority).toBe(3)
-    expect(body.data.image_url).toBeNull()
+    expect(body.data).toMatchObject({ image_url: null, logo_url: null })
     expect(body.data.marketplace_id).toBe((await marketplaceFacts('games')).get(body.data.id)!.marketplace_id)
-    expect((await json('/v1/games/pokemon')).body.data.image_url).toBe(GAME_IMAGE)
+    const pokemon = (await json('/v1/games/pokemon')).body.data
+    expect({ marketplace_id: pokemon.marketplace_id, image_url: pokemon.image_url, logo_url: pokemon.logo_url }).toEqual(
+      (await marketplaceFacts('games')).get(pokemon.id)!,
+    )
+    expect(pokemon.logo_url).toBeString()
   })
 
   test('an over-long slug is 400 naming the slug', async () => {
@@ -186,11 +206,16 @@ describe('GET /v1/games/:slug/sets', () => {
     expect(body.data.length).toBeGreaterThan(0)
     expect(body.meta.total).toBe(body.data.length)
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'slug'].sort(),
+      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'set_icon_url', 'slug'].sort(),
     )
     const facts = await marketplaceFacts('sets')
-    for (const set of body.data) expect({ marketplace_id: set.marketplace_id, image_url: set.image_url }).toEqual(facts.get(set.id)!)
-    expect(body.data.map((set: any) => set.image_url)).toEqual([SET_IMAGE, ...body.data.slice(1).map(() => null)])
+    for (const set of body.data) expect({ marketplace_id: set.marketplace_id, image_url: set.image_url, set_icon_url: set.set_icon_url }).toEqual(facts.get(set.id)!)
+    // The newest set lost its pictures above; the others have the demo marketplace's.
+    expect(body.data[0]).toMatchObject({ image_url: null, set_icon_url: null })
+    for (const set of body.data.slice(1)) {
+      expect(set.image_url).toBe(`https://marketplace.example/images/group/${set.marketplace_id}.jpg`)
+      expect(set.set_icon_url).toBe(`https://marketplace.example/images/group/${set.marketplace_id}/icon.svg`)
+    }
     const game = (await json('/v1/games/pokemon')).body.data
     for (const set of body.data) expect(set).toMatchObject({ game_id: game.id, game_name: game.name, game_slug: 'pokemon' })
     const dates = body.data.map((s: any) => s.release_date)

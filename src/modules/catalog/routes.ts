@@ -6,6 +6,7 @@ import { type ApiKeyRule, authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../
 import type { AuthRuntime } from '../auth/runtime'
 import { NOT_MODIFIED, repeatedSnapshotAnswer, snapshotResponse } from '../prices/respond'
 import type { SnapshotStore } from '../snapshot/store'
+import { cardPrices, cardPricesVariant } from '../prices/service'
 import { models } from '../../shared/models-plugin'
 import type { Clock } from '../../shared/clock'
 import { createReadCache } from '../../shared/read-cache'
@@ -29,7 +30,6 @@ import {
 import {
   getCard,
   getCardByMarketplaceId,
-  getCardPrices,
   getGame,
   getSet,
   listGameSets,
@@ -95,7 +95,7 @@ const CARD_PRICES_KEY = { needs: 'catalog' } satisfies ApiKeyRule
 
 /** The catalog reads a repeat of is answered before routing (shared/repeat-routes.ts). */
 export function catalogRepeats(auth: AuthRuntime, snapshots: SnapshotStore, reads: OpenCatalogReads): Record<string, RepeatAnswer> {
-  return { ...reads.repeats, '/v1/cards/:id/prices': repeatedSnapshotAnswer(auth, snapshots, CARD_PRICES_KEY) }
+  return { ...reads.repeats, '/v1/cards/:id/prices': repeatedSnapshotAnswer(auth, snapshots, CARD_PRICES_KEY, cardPricesVariant) }
 }
 
 /** The catalog: games (public, no key, no quota: spec Authentication 2), sets and cards (API key). */
@@ -141,7 +141,7 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads
         summary: "List a game's sets",
         description:
           "Newest release first. `:slug` is the game's slug or its numeric id, as for the game itself. Each set carries the " +
-          "spec's list fields and its game's `game_id`, `game_name` and `game_slug`.",
+          "fields of a set in a list and its game's `game_id`, `game_name` and `game_slug`.",
       },
     })
     .get('/v1/sets', ({ query }) => listSets(deps.db, query.game, toPage(query)), {
@@ -197,17 +197,20 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads
         tags: ['Cards'],
         summary: "Look a card up by the marketplace's product id",
         description:
-          'The card with every field of `GET /v1/cards/:id` (the spec names id, name and foil_only) and its `prices`, one per ' +
-          'printing; as the spec says, price elements omit card_id, price_change_7d and price_change_30d.',
+          'The card with every field of `GET /v1/cards/:id` and its `prices`, one per printing. These price elements omit ' +
+          '`card_id`, `price_change_7d` and `price_change_30d`: ask `GET /v1/cards/:id/prices` for those.',
       },
     })
     .get(
       '/v1/cards/:id/prices',
       // Destructured, not `(context) =>`: Elysia reads what a handler uses to skip the rest
       // (a handler taking the whole context had every request's cookies parsed, 16% of its CPU).
-      async ({ request, set, params, query }) => {
+      async ({ request, set, params, query, apiKey }) => {
         const snapshot = await snapshots.get()
-        return snapshotResponse({ request, set }, snapshot, () => getCardPrices(snapshot, params.id, query.printing), { msgpack: false, remember: true })
+        // docs/decisions.md "Sales in Pro card prices": the answer (and its ETag) depends on the tier's variant.
+        const variant = cardPricesVariant(apiKey.policy)
+        const body = () => cardPrices(auth.db, snapshot, params.id, query.printing, variant)
+        return snapshotResponse({ request, set }, snapshot, body, { msgpack: false, remember: true, variant })
       },
       {
         apiKey: CARD_PRICES_KEY,
@@ -229,7 +232,9 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads
           summary: "A card's prices per printing",
           description:
             '`printing` is an exact match; a printing the card does not have is a 400 listing the ones it has. Answered from ' +
-            'the price snapshot, which every sync renews: send the `ETag` back as `If-None-Match` to get 304 until prices change.',
+            'the price snapshot, which every sync renews: send the `ETag` back as `If-None-Match` to get 304 until prices change. ' +
+            'From Pro up each price also carries `sales_volume`, `avg_sales_price` and `sales_as_of`: the newest day with recorded ' +
+            'sales of that printing (null when none were ever recorded); below Pro the three fields are absent. The ETag differs between the two.',
         },
       },
     )

@@ -19,6 +19,7 @@ function toGame(row: repo.GameRecord): Game {
     last_synced_at: iso(row.lastSyncedAt),
     marketplace_id: row.marketplaceCategoryId,
     image_url: row.imageUrl,
+    logo_url: row.logoUrl,
   }
 }
 
@@ -33,6 +34,7 @@ function toSetSummary(row: repo.SetRecord): SetSummary {
     last_synced_at: iso(row.lastSyncedAt),
     marketplace_id: row.marketplaceGroupId,
     image_url: row.imageUrl,
+    set_icon_url: row.setIconUrl,
   }
 }
 
@@ -88,7 +90,7 @@ export function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
     id: row.id,
     name: row.name,
     clean_name: row.cleanName,
-    number: row.number ?? '',
+    number: row.number,
     rarity: row.rarity,
     marketplace_id: row.marketplaceId,
     product_type: row.productType as CardWithPrice['product_type'],
@@ -174,7 +176,7 @@ export function toCard(row: repo.CardRecord): Card {
     id: row.id,
     name: row.name,
     clean_name: row.cleanName,
-    number: row.number ?? '',
+    number: row.number,
     rarity: row.rarity,
     image_url: row.imageUrl,
     marketplace_id: row.marketplaceId,

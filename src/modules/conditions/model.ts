@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, QueryParams, Timestamp } from '../../shared/model'
+import { Id, ListTotal, LiteralUnion, QueryParams, Timestamp } from '../../shared/model'
 import { CONDITIONS, type ListingCondition, SEALED_CONDITION } from '../ingest/source'
 
 /** Spec order of the conditions: the five card grades, then sealed products' one. */
@@ -39,6 +39,7 @@ const COUNTS_DESCRIPTION = 'Total live listings per condition across all printin
 const ConditionCounts = (description = COUNTS_DESCRIPTION) => Type.Record(Type.String(), Type.Integer({ minimum: 0 }), { description })
 
 export const ConditionPricesMeta = Type.Object({
+  total: ListTotal('Rows in `data`'),
   cached: Type.Boolean({ description: 'true: served from the condition catalog; false: refreshed live from the marketplace for this request' }),
   as_of: Type.String({ format: 'date-time', description: "When the rows served were refreshed from the marketplace's listings" }),
   stale: Type.Boolean({
@@ -79,4 +80,5 @@ export const BulkConditionsMeta = Type.Object({
   found: Type.Integer({ minimum: 0, description: 'Ids that name a card' }),
   not_found: Type.Array(Id, { description: 'Requested ids that name no card, in request order' }),
   not_cached: Type.Array(Id, { description: 'Cards with no cached condition rows (never refreshed, or no live listings), in request order' }),
+  total: ListTotal('Rows in `data`, all cards together'),
 })

@@ -103,11 +103,12 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
             '`GET /v1/usage` shows them). A live-refreshed answer has `meta.cached` false and `meta.condition_counts`. Over the ' +
             'allowance, or while the marketplace fails (a failed refresh costs nothing), the newest cached rows come back with ' +
             '`meta.stale` true and `meta.stale_reason`; with no cached rows that is 429 `LIVE_FETCH_LIMIT` or 503 ' +
-            '`UPSTREAM_UNAVAILABLE`. Concurrent requests for one card share one refresh; those that waited for it are answered ' +
+            '`UPSTREAM_UNAVAILABLE`. Like every 429, `LIVE_FETCH_LIMIT` costs no quota unit (`X-RateLimit-Remaining` and ' +
+            '`rate_limit` stay as they were) and counts in `rejected_today` of `GET /v1/usage`. Concurrent requests for one card share one refresh; those that waited for it are answered ' +
             'from the catalog and are not charged a live refresh.\n\n' +
             SOURCE_DEPENDENCE,
           'x-error-notes': {
-            '429': 'or `LIVE_FETCH_LIMIT`: the card has no cached condition rows and the daily live refreshes are used up (the message says the allowance and when it resets)',
+            '429': 'or `LIVE_FETCH_LIMIT`: the card has no cached condition rows and the daily live refreshes are used up (the message says the allowance and when it resets); it costs no quota unit and counts in `rejected_today`',
             '503': 'or `UPSTREAM_UNAVAILABLE`: the card has no cached condition rows and the marketplace failed or did not answer in time',
           },
         },

@@ -110,7 +110,7 @@ export interface ConditionService {
   /** `GET /v1/bulk/conditions`: cached rows only, never a refresh. */
   bulkConditions(rawIds: string): Promise<{
     data: BulkConditionRow[]
-    meta: { requested: number; found: number; not_found: number[]; not_cached: number[] }
+    meta: { requested: number; found: number; not_found: number[]; not_cached: number[]; total: number }
   }>
   /**
    * Refreshes one card's rows from the marketplace unless they were refreshed at or after
@@ -214,6 +214,40 @@ export function conditionService(deps: ConditionDeps): ConditionService {
     )
   }
 
+  /** One card's condition rows by rules 1 to 4 of the spec; `cardConditions` adds their count. */
+  async function uncountedConditions({ cardId, printing, payer, now }: Parameters<ConditionService['cardConditions']>[0]) {
+    const card = await repo.findConditionCard(deps.db, cardId)
+    if (!card) throw notFound(`Card ${cardId}`)
+    checkPrinting(card, printing)
+    const staleBefore = new Date(now.getTime() - FRESH_FOR_MS)
+    for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
+      const refresh = round === 0 ? card.refresh : await repo.findRefresh(deps.db, card.id)
+      if (refresh && isFresh(refresh.refreshedAt, now)) {
+        return { data: await rowsOf(card, printing), meta: { cached: true, as_of: refresh.refreshedAt.toISOString(), stale: false } }
+      }
+      const outcome = await refreshCard(card, { staleBefore, payer })
+      // Another request or node refreshed it (or is done trying): read again.
+      if (outcome === 'busy' || outcome.kind === 'fresh') continue
+      if (outcome.kind === 'over-allowance') return staleOr(card, printing, 'live_refresh_limit', payer, now)
+      if (outcome.kind === 'failed') return staleOr(card, printing, 'upstream_unavailable', payer, now)
+      const rows = outcome.rows
+        .map((row): repo.ConditionRecord => ({ ...row, cardId: card.id, lastUpdatedAt: outcome.at }))
+        .filter((record) => printing === undefined || record.printing === printing)
+        .sort(rowOrder(card.kind))
+        .map(toRow)
+      return {
+        data: rows,
+        meta: { cached: false, as_of: outcome.at.toISOString(), stale: false, condition_counts: outcome.conditionCounts },
+      }
+    }
+    // Refreshes elsewhere kept ending without fresh rows (their marketplace calls failing): settle for the cache.
+    const refresh = await repo.findRefresh(deps.db, card.id)
+    if (refresh && isFresh(refresh.refreshedAt, now)) {
+      return { data: await rowsOf(card, printing), meta: { cached: true, as_of: refresh.refreshedAt.toISOString(), stale: false } }
+    }
+    return staleOr(card, printing, 'upstream_unavailable', payer, now)
+  }
+
   return {
     unavailable() {
       if (deps.source.capabilities.listings) return undefined
@@ -225,37 +259,9 @@ export function conditionService(deps: ConditionDeps): ConditionService {
 
     refreshCard,
 
-    async cardConditions({ cardId, printing, payer, now }) {
-      const card = await repo.findConditionCard(deps.db, cardId)
-      if (!card) throw notFound(`Card ${cardId}`)
-      checkPrinting(card, printing)
-      const staleBefore = new Date(now.getTime() - FRESH_FOR_MS)
-      for (let round = 0; round < MAX_REFRESH_ROUNDS; round++) {
-        const refresh = round === 0 ? card.refresh : await repo.findRefresh(deps.db, card.id)
-        if (refresh && isFresh(refresh.refreshedAt, now)) {
-          return { data: await rowsOf(card, printing), meta: { cached: true, as_of: refresh.refreshedAt.toISOString(), stale: false } }
-        }
-        const outcome = await refreshCard(card, { staleBefore, payer })
-        // Another request or node refreshed it (or is done trying): read again.
-        if (outcome === 'busy' || outcome.kind === 'fresh') continue
-        if (outcome.kind === 'over-allowance') return staleOr(card, printing, 'live_refresh_limit', payer, now)
-        if (outcome.kind === 'failed') return staleOr(card, printing, 'upstream_unavailable', payer, now)
-        const rows = outcome.rows
-          .map((row): repo.ConditionRecord => ({ ...row, cardId: card.id, lastUpdatedAt: outcome.at }))
-          .filter((record) => printing === undefined || record.printing === printing)
-          .sort(rowOrder(card.kind))
-          .map(toRow)
-        return {
-          data: rows,
-          meta: { cached: false, as_of: outcome.at.toISOString(), stale: false, condition_counts: outcome.conditionCounts },
-        }
-      }
-      // Refreshes elsewhere kept ending without fresh rows (their marketplace calls failing): settle for the cache.
-      const refresh = await repo.findRefresh(deps.db, card.id)
-      if (refresh && isFresh(refresh.refreshedAt, now)) {
-        return { data: await rowsOf(card, printing), meta: { cached: true, as_of: refresh.refreshedAt.toISOString(), stale: false } }
-      }
-      return staleOr(card, printing, 'upstream_unavailable', payer, now)
+    async cardConditions(request) {
+      const { data, meta } = await uncountedConditions(request)
+      return { data, meta: { ...meta, total: data.length } }
     },
 
     async bulkConditions(rawIds) {
@@ -284,7 +290,7 @@ export function conditionService(deps: ConditionDeps): ConditionService {
         }
         for (const record of own.sort(rowOrder(card.kind))) data.push({ ...toRow(record), name: card.name, marketplace_id: card.marketplaceId })
       }
-      return { data, meta: { requested: ids.length, found: byId.size, not_found: notFound, not_cached: notCached } }
+      return { data, meta: { requested: ids.length, found: byId.size, not_found: notFound, not_cached: notCached, total: data.length } }
     },
   }
 }

@@ -65,6 +65,26 @@ describe.skipIf(!haveChromium)('the docs page in a browser', () => {
     expect(refused).toContain('INVALID_PARAMETER')
   }, 30_000)
 
+  test('the introduction says which calls need what and that the data is generated demo data', async () => {
+    const text = textOf(await render('/docs'))
+    expect(text).toContain('Demo data. This server answers generated demo data')
+    expect(text).toContain('Nothing (public):')
+    expect(text).toContain('The session cookie')
+    expect(text).toContain('An API key in the X-API-Key header')
+  }, 30_000)
+
+  test('a closed parameter is a dropdown of its values, an open one a text box', async () => {
+    const dom = await render('/docs/#/Prices/getV1PricesTop-movers')
+    const operation = dom.slice(dom.indexOf('id="operations-Prices-getV1PricesTop-movers"'))
+    const row = (name: string) => operation.slice(operation.indexOf(`data-param-name="${name}"`), operation.indexOf('</tr>', operation.indexOf(`data-param-name="${name}"`)))
+    const options = (name: string) => [...row(name).matchAll(/<option value="([^"]*)"/g)].map((match) => match[1])
+    expect(options('direction')).toEqual(expect.arrayContaining(['up', 'down']))
+    expect(options('period')).toEqual(expect.arrayContaining(['24h', '7d', '30d']))
+    expect(options('type')).toEqual(expect.arrayContaining(['Cards', 'Sealed Products']))
+    expect(row('printing')).not.toContain('<select')
+    expect(row('printing')).toContain('<input')
+  }, 30_000)
+
   test('a screenshot of the docs page shows it rendered', async () => {
     const file = join(tmpdir(), `tcg-docs-${process.pid}.png`)
     await render('/docs/', file)

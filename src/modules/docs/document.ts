@@ -3,6 +3,7 @@ import type { AnyElysia } from 'elysia'
 import packageJson from '../../../package.json' with { type: 'json' }
 import type { KeyGuardDetail } from '../auth/guard'
 import { TIER_POLICY, TIERS } from '../auth/tiers'
+import type { MarketplaceSource } from '../ingest/source'
 import examples from './examples.json' with { type: 'json' }
 
 // The document's skeleton (paths, operations, parameters, tags) comes from @elysiajs/openapi; every
@@ -10,8 +11,9 @@ import examples from './examples.json' with { type: 'json' }
 // and responses, because the generator rewrites them on the way: a union of literals becomes a
 // string enum without its description (`is_active: 0 | 1` read as strings), and names registered
 // with `.model()` come out as bare `$ref`s ("Game") beside `$id: "#/components/schemas/Game"`, which
-// Swagger UI cannot resolve (it then showed the error envelope as every 200 example). Parameter
-// descriptions are lifted out of their schemas, where Swagger UI does not show them.
+// Swagger UI cannot resolve (it then showed the error envelope as every 200 example). A union of
+// literals is then written as a typed enum with its description kept. Parameter descriptions are
+// lifted out of their schemas, where Swagger UI does not show them.
 
 // biome-ignore lint: an OpenAPI document is plain JSON, walked generically.
 type Json = any
@@ -55,25 +57,62 @@ const UNAVAILABLE = {
   content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
 }
 
-const DESCRIPTION = `Games, sets, cards and sealed products of 57 trading card games, with prices per printing, price
-history, top movers, bulk lookups and set export.
+export const TITLE = 'Trading Card Catalog and Price API'
 
-**Authentication.** The games endpoints are public. Every other \`/v1\` endpoint needs an API key in the
-\`X-API-Key\` header; create one with \`POST /v1/keys\` after \`POST /v1/auth/signup\` or \`/v1/auth/login\`
-(session cookie). Click **Authorize** and paste the key under \`ApiKey\` to try the endpoints here.
+const QUOTAS = TIERS.map((tier) => `${TIER_POLICY[tier].label} ${TIER_POLICY[tier].dailyQuota.toLocaleString('en-US')}`).join(', ')
 
-**Quotas.** Each account has a daily request quota by tier (Free 100, Hobby 1,000, Starter 2,500, Pro 10,000,
-Business 50,000), reset at 00:00 UTC. Every answer to a request with a valid key carries \`X-RateLimit-Limit\`,
-\`X-RateLimit-Remaining\`, \`X-RateLimit-Reset\` and the same numbers in the body's \`rate_limit\`.
+/** Where the data this server answers comes from: a reader must know when prices are made up. */
+function dataSource(source: Pick<MarketplaceSource, 'name' | 'capabilities'>): string {
+  if (source.name === 'demo') {
+    return `**Demo data.** This server answers generated demo data: the game names are real, but every set, card,
+price, sale and listing is made up, for trying the API. Do not use these prices for anything real.`
+  }
+  const origin =
+    source.name === 'tcgcsv'
+      ? "TCGplayer's public catalog, read through the TCGCSV mirror (tcgcsv.com)"
+      : 'the marketplace this server is connected to'
+  const lacks = [
+    !source.capabilities.listings && 'condition prices (404 `CONDITION_PRICES_UNAVAILABLE`)',
+    !source.capabilities.sales && 'sales (`avg_sales_price` and `sales_volume` are null)',
+    !source.capabilities.pastPrices && "prices before this server's first sync (history starts there)",
+  ].filter(Boolean)
+  return `**Data.** Catalog and prices come from ${origin}, synced on a schedule (the most popular games daily);
+\`GET /ready\` says when each group of games was last synced.${lacks.length > 0 ? ` This source has no ${lacks.join(', no ')}.` : ''}`
+}
+
+/** The document's introduction, shown at the top of the docs page. */
+function description(source: Pick<MarketplaceSource, 'name' | 'capabilities'>): string {
+  return `Games, sets, cards and sealed products of trading card games, with prices per printing, price history,
+top movers, bulk lookups, set export and price-alert webhooks.
+
+${dataSource(source)}
+
+**Authentication.** Each endpoint takes one of three:
+
+- **Nothing (public):** \`GET /v1/games\`, \`GET /v1/games/{slug}\`, \`GET /v1/games/{slug}/sets\`, sign-up and
+  login (\`POST /v1/auth/signup\`, \`POST /v1/auth/login\`), \`GET /\`, \`/health\` and \`/ready\`.
+- **The \`session\` cookie**, which sign-up and login set: your account (\`POST /v1/auth/logout\`,
+  \`GET /v1/auth/me\`), API keys (\`/v1/keys\`) and webhooks (\`/v1/webhooks\`). In this page, sign up or log in
+  first: the browser then sends the cookie with the other calls.
+- **An API key** in the \`X-API-Key\` header: every other \`/v1\` endpoint (the catalog beyond the games, prices,
+  history, search, bulk, export and \`GET /v1/usage\`). Create one with \`POST /v1/keys\`, then click
+  **Authorize** and paste it under \`ApiKey\` to try these endpoints here.
+
+Each endpoint's description opens with what it needs (and, for a key, the lowest tier and the quota it costs).
+
+**Quotas.** Each account has a daily request quota by tier (${QUOTAS}), reset at 00:00 UTC. Every answer to a
+request with a valid key carries \`X-RateLimit-Limit\`, \`X-RateLimit-Remaining\`, \`X-RateLimit-Reset\` and the
+same numbers in the body's \`rate_limit\`.
 
 **Errors** use \`{ "error": { "message", "code", "details"? } }\`.
 
 **Paging.** List endpoints that take \`page\` and \`per_page\` (default 50; above 100 is served as 100) answer
 \`meta: { total, page, per_page, has_more }\`. The others say in their description what they return; query
 parameters an endpoint does not list are ignored.`
+}
 
 /** The OpenAPI 3.1 document of every visible route of `app`. */
-export function buildOpenApiDocument(app: AnyElysia): Json {
+export function buildOpenApiDocument(app: AnyElysia, source: Pick<MarketplaceSource, 'name' | 'capabilities'>): Json {
   const generated: Json = toOpenAPISchema(app)
   // The whole app's routes and models, as the generator reads them (protected in Elysia's types).
   const whole = app as unknown as { getGlobalRoutes(): AnyElysia['routes']; getGlobalDefinitions(): { type: Record<string, unknown> } }
@@ -88,7 +127,7 @@ export function buildOpenApiDocument(app: AnyElysia): Json {
   }
   return {
     openapi: '3.1.1',
-    info: { title: 'Trading Card Catalog and Price API', version: packageJson.version, description: DESCRIPTION },
+    info: { title: TITLE, version: packageJson.version, description: description(source) },
     servers: [{ url: '/', description: 'This server' }],
     tags: TAGS,
     paths: generated.paths,
@@ -136,16 +175,37 @@ const TAGS = [
   { name: 'Keys', description: 'API keys, managed with the session cookie' },
   { name: 'Webhooks', description: 'Price-alert webhooks, managed with the session cookie' },
   { name: 'Health', description: 'Liveness and readiness' },
+  { name: 'Index', description: 'Where to start: links to this page, the OpenAPI document and the health checks' },
 ]
 
-/** Bare `$ref`s point into components, `$id`s go. */
+/** Bare `$ref`s point into components, `$id`s go, and a union of literals is written as an enum. */
 function normaliseSchemas(node: Json): void {
   if (Array.isArray(node)) return node.forEach(normaliseSchemas)
   if (node === null || typeof node !== 'object') return
   if (typeof node.$ref === 'string' && !node.$ref.startsWith('#')) node.$ref = `#/components/schemas/${node.$ref}`
   delete node.$id
   delete node['x-param']
+  literalsAsEnum(node)
   for (const value of Object.values(node)) normaliseSchemas(value)
+}
+
+/**
+ * `anyOf: [{ const: 'up' }, { const: 'down' }]` (LiteralUnion, Type.Union of literals) becomes
+ * `{ type: 'string', enum: ['up', 'down'] }`, which Swagger UI shows as a dropdown and client
+ * generators read as an enum; only the document changes, validation keeps the union and its
+ * "must be one of" message (docs/decisions.md "Closed values are enums in the document").
+ */
+function literalsAsEnum(node: Json): void {
+  const members: Json[] | undefined = node.anyOf
+  if (!Array.isArray(members) || members.length === 0) return
+  const literal = (member: Json) => member !== null && typeof member === 'object' && 'const' in member && Object.keys(member).every((key) => key === 'const' || key === 'type')
+  if (!members.every(literal)) return
+  const values = members.map((member) => member.const)
+  const types = new Set(values.map((value) => (Number.isInteger(value) ? 'integer' : typeof value)))
+  if (types.size !== 1 || !['string', 'integer', 'number'].includes([...types][0]!)) return
+  delete node.anyOf
+  node.type = [...types][0]
+  node.enum = values
 }
 
 function completeOperation(method: string, path: string, operation: Json): void {
@@ -174,6 +234,12 @@ function completeOperation(method: string, path: string, operation: Json): void 
     if (status === '304') {
       delete response.content
       response.description = 'Not modified: the `If-None-Match` tag is still current (no body)'
+    }
+    if (status === '302') {
+      const [media] = Object.values<Json>(response.content ?? {})
+      response.description = media?.schema?.description ?? 'A redirect to `Location`'
+      delete response.content
+      response.headers = { Location: { description: 'Where to go, relative to this URL', schema: { type: 'string' } } }
     }
     // 401, 408 and 413 come before the key is charged, and a 503 may come before it is known: no quota headers.
     if (keyed && !['401', '408', '413', '503'].includes(status)) {

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { LiteralUnion, PathParams, QueryInt, QueryParams } from '../../shared/model'
+import { LiteralUnion, ListTotal, PathParams, QueryInt, QueryParams } from '../../shared/model'
 import { ReportedMoney } from '../catalog/model'
 
 /** The spec's History row: one card printing's prices on one day. */
@@ -70,6 +70,7 @@ export const HistoryMeta = Type.Object(
       description: "The caller's tier window in days (Free 7, Hobby 30, Starter 90); null = full history (Pro, Business)",
     }),
     count: Type.Integer({ minimum: 0, description: 'Rows in `data`' }),
+    total: ListTotal('Rows in `data` (the same as `count`)'),
   },
   { description: 'The date window applied to this response' },
 )
@@ -78,6 +79,7 @@ export type HistoryMeta = Static<typeof HistoryMeta>
 export const DetailedHistoryMeta = Type.Object(
   {
     count: Type.Integer({ minimum: 0, description: 'Rows in `data`' }),
+    total: ListTotal('Rows in `data` (the same as `count`)'),
     first_date: NullableDay('Oldest day in `data`; null when there are no rows'),
     last_date: NullableDay('Newest day in `data`; null when there are no rows'),
     printings: Type.Array(Type.String(), { description: 'The printings present in `data`, sorted' }),

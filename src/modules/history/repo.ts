@@ -1,4 +1,4 @@
-import { and, asc, eq, gte, inArray, lte, sql } from 'drizzle-orm'
+import { and, asc, desc, eq, gte, inArray, lte, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
 import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, priceHistory } from '../../db/schema'
@@ -114,4 +114,34 @@ export async function findPrintingsOfCards(db: Executor, cardIds: number[]): Pro
     .where(inArray(cardPrices.cardId, cardIds))
   // Sorted here: with DISTINCT, PostgreSQL orders only by selected expressions, and a collated one is another.
   return rows.map((row) => row.printing).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+}
+
+/** A printing's newest history point with recorded sales (sales_volume not null): its day, volume and average price. */
+export interface NewestSales {
+  cardId: number
+  printing: string
+  date: string
+  salesVolume: number
+  avgSalesPrice: number | null
+}
+
+/**
+ * Each printing's newest point with recorded sales, of these cards: one statement on the primary
+ * key (the cards' history rows, a few hundred each). Read per request, not in the snapshot: over
+ * every printing it is a scan of the whole history (5.5–8 s on the large catalog), docs/decisions.md
+ * "Sales in Pro card prices".
+ */
+export async function findNewestSales(db: Executor, cardIds: number[]): Promise<NewestSales[]> {
+  if (cardIds.length === 0) return []
+  return db
+    .selectDistinctOn([priceHistory.cardId, priceHistory.printing], {
+      cardId: priceHistory.cardId,
+      printing: priceHistory.printing,
+      date: priceHistory.date,
+      salesVolume: sql<number>`${priceHistory.salesVolume}`,
+      avgSalesPrice: priceHistory.avgSalesPrice,
+    })
+    .from(priceHistory)
+    .where(and(inArray(priceHistory.cardId, cardIds), sql`${priceHistory.salesVolume} is not null`))
+    .orderBy(priceHistory.cardId, priceHistory.printing, desc(priceHistory.date))
 }

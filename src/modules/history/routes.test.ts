@@ -133,6 +133,7 @@ describe('GET /v1/cards/:id/history', () => {
       clipped_to_tier: false,
       tier_history_days: null,
       count: body.data.length,
+      total: body.data.length,
     })
     // Daily points cover the window, so both ends are present: the window is exactly 30 dates.
     expect(body.data[0].date).toBe(addDays(TODAY, -29))
@@ -166,7 +167,7 @@ describe('GET /v1/cards/:id/history', () => {
         expect(body.data[0].date).toBe(span!.first)
         expect(body.data[0].date).toBe(addDays(TODAY, -400))
         expect(body.meta).toEqual({
-          range: 'all', days: null, from: null, to: TODAY, clipped_to_tier: false, tier_history_days: null, count: span!.n,
+          range: 'all', days: null, from: null, to: TODAY, clipped_to_tier: false, tier_history_days: null, count: span!.n, total: span!.n,
         })
       } else {
         const from = addDays(TODAY, -(window - 1))
@@ -176,7 +177,7 @@ describe('GET /v1/cards/:id/history', () => {
         expect(body.data.every((r: Row) => r.date >= from && r.date <= TODAY)).toBe(true)
         expect(new Set(body.data.map((r: Row) => r.date)).size).toBeLessThanOrEqual(window)
         expect(body.meta).toEqual({
-          range: 'all', days: window, from, to: TODAY, clipped_to_tier: true, tier_history_days: window, count: body.data.length,
+          range: 'all', days: window, from, to: TODAY, clipped_to_tier: true, tier_history_days: window, count: body.data.length, total: body.data.length,
         })
       }
     })
@@ -203,7 +204,7 @@ describe('GET /v1/cards/:id/history', () => {
     const { body } = await call(`/v1/cards/${cardId}/history?range=${range}`, keys.pro.key)
     const from = addDays(TODAY, -(days - 1))
     expect(body.meta).toEqual({
-      range, days, from, to: TODAY, clipped_to_tier: false, tier_history_days: null, count: body.data.length,
+      range, days, from, to: TODAY, clipped_to_tier: false, tier_history_days: null, count: body.data.length, total: body.data.length,
     })
     expect(body.data).toEqual(await tableRows(cardId, { days }))
     expect(body.data[0].date).toBe(from)
@@ -361,6 +362,7 @@ describe('GET /v1/cards/:id/history/detailed', () => {
         .where(eq(priceHistory.cardId, cardId))
       expect(body.meta).toEqual({
         count: span!.n,
+        total: span!.n,
         first_date: span!.first,
         last_date: span!.last,
         printings: [...printings].sort(),

@@ -1,4 +1,5 @@
-import type { Database } from '../../db/client'
+import type { Database, Executor } from '../../db/client'
+import { type Price, type PriceWithSales, SALES_FIELDS } from '../catalog/model'
 import { addDays, utcDate } from '../../shared/clock'
 import { invalidQuery, notFound } from '../../shared/errors'
 import type { TierPolicy } from '../auth/tiers'
@@ -83,11 +84,11 @@ export async function getHistory(
     from: window.from ?? undefined,
     to: window.to,
   })
-  return { data, meta: { ...windowMeta(window), count: data.length } }
+  return { data, meta: { ...windowMeta(window), count: data.length, total: data.length } }
 }
 
 /** `meta`'s account of the window applied (docs/decisions.md "History window"). */
-export function windowMeta(window: HistoryWindow): Omit<HistoryMeta, 'count'> {
+export function windowMeta(window: HistoryWindow): Omit<HistoryMeta, 'count' | 'total'> {
   return {
     range: window.range,
     days: window.days,
@@ -109,9 +110,27 @@ export async function getDetailedHistory(
     data,
     meta: {
       count: data.length,
+      total: data.length,
       first_date: data[0]?.date ?? null,
       last_date: data.at(-1)?.date ?? null,
       printings,
     },
   }
+}
+
+type SalesFields = Pick<PriceWithSales, (typeof SALES_FIELDS)[number]>
+const NO_SALES: SalesFields = { sales_volume: null, avg_sales_price: null, sales_as_of: null }
+
+/**
+ * What gives a Price of these cards its newest recorded sales (Pro and up, docs/decisions.md
+ * "Sales in Pro card prices"): the newest history point of its printing whose sales_volume is
+ * not null, its day, volume and average price; all null when none was recorded (a source without
+ * sales, a printing never worth 1 USD). One statement for all the cards.
+ */
+export async function newestSalesOf(db: Executor, cardIds: number[]): Promise<(price: Price) => PriceWithSales> {
+  const byPrinting = new Map<string, SalesFields>()
+  for (const row of await repo.findNewestSales(db, cardIds)) {
+    byPrinting.set(`${row.cardId} ${row.printing}`, { sales_volume: row.salesVolume, avg_sales_price: row.avgSalesPrice, sales_as_of: row.date })
+  }
+  return (price) => ({ ...price, ...(byPrinting.get(`${price.card_id} ${price.printing}`) ?? NO_SALES) })
 }

@@ -43,7 +43,8 @@ export function toCardRow(product: SourceProduct, ids: { setId: number; gameId: 
     marketplaceId: product.productId,
     name: product.name,
     cleanName: cleanName(product.name),
-    number: product.number,
+    // A blank number is no number: null, as for sealed products (docs/decisions.md "Sealed products have no number").
+    number: product.number === null || product.number.trim() === '' ? null : product.number,
     rarity: product.rarity,
     imageUrl: product.imageUrl,
     marketplaceUrl: product.url,

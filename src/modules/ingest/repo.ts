@@ -49,7 +49,7 @@ export async function upsertGames(db: Executor, rows: GameRow[]): Promise<Map<nu
       .values(rows)
       .onConflictDoUpdate({
         target: games.marketplaceCategoryId,
-        ...upsertChanges(columnsOf(games, ['name', 'slug', 'kind', 'priority', 'imageUrl'])),
+        ...upsertChanges(columnsOf(games, ['name', 'slug', 'kind', 'priority', 'imageUrl', 'logoUrl'])),
       })
   }
   const ids = await db.select({ id: games.id, categoryId: games.marketplaceCategoryId }).from(games)
@@ -57,13 +57,13 @@ export async function upsertGames(db: Executor, rows: GameRow[]): Promise<Map<nu
 }
 
 export async function upsertSets(db: Executor, gameId: number, rows: SetRow[]): Promise<Map<number, number>> {
-  for (const batch of batches(rows, 8)) {
+  for (const batch of batches(rows, 9)) {
     await db
       .insert(sets)
       .values(batch)
       .onConflictDoUpdate({
         target: sets.marketplaceGroupId,
-        ...upsertChanges(columnsOf(sets, ['gameId', 'name', 'slug', 'abbreviation', 'releaseDate', 'imageUrl'])),
+        ...upsertChanges(columnsOf(sets, ['gameId', 'name', 'slug', 'abbreviation', 'releaseDate', 'imageUrl', 'setIconUrl'])),
       })
   }
   const ids = await db

@@ -33,23 +33,66 @@ describe('seeding the demo catalog', async () => {
   const { db } = await freshDatabase('seeded')
   const source = tinySource()
 
-  test('every source product and printing has a card and a current price', async () => {
+  test('every source product has a card, and every printing of a released one a current price', async () => {
     let products = 0
-    let printings = 0
+    let releasedPrintings = 0
+    let presale = 0
     for (const game of await source.listGames()) {
       for (const set of await source.listSets(game.categoryId)) {
         for (const product of await source.listProducts(set.groupId)) {
           products++
-          printings += product.printings.length
+          if (product.productStatusId === 1) releasedPrintings += product.printings.length
+          else presale++
         }
       }
     }
     const [cardCount] = await db.select({ n: count() }).from(cards)
     const [priceCount] = await db.select({ n: count() }).from(cardPrices)
     expect(cardCount!.n).toBe(products)
-    // Unreleased, non-presale products have no price yet.
-    expect(priceCount!.n).toBeGreaterThan(printings * 0.9)
-    expect(priceCount!.n).toBeLessThanOrEqual(printings)
+    // Presale products (their set is released after today) have no price yet.
+    expect(presale).toBeGreaterThan(0)
+    expect(priceCount!.n).toBe(releasedPrintings)
+  })
+
+  test('presale cards (a set released after the sync day) have no prices and no history; released cards have both', async () => {
+    const byStatus = await selectRows<{ status: number; cards: number; priced: number; with_history: number; future_sets: number }>(db, sql`
+      select c.product_status_id as status, count(*)::int as cards,
+             count(*) filter (where exists (select 1 from card_prices cp where cp.card_id = c.id))::int as priced,
+             count(*) filter (where exists (select 1 from price_history h where h.card_id = c.id))::int as with_history,
+             count(*) filter (where s.release_date > ${TODAY}::date)::int as future_sets
+      from cards c join sets s on s.id = c.set_id group by c.product_status_id order by 1`)
+    const [active, presale] = byStatus
+    expect(active).toMatchObject({ status: 1, future_sets: 0 })
+    expect(active!.priced).toBe(active!.cards)
+    expect(active!.with_history).toBe(active!.cards)
+    expect(presale).toMatchObject({ status: 20, priced: 0, with_history: 0 })
+    expect(presale!.future_sets).toBe(presale!.cards)
+  })
+
+  test("games and sets carry the source's image, logo and set icon; null where it has none", async () => {
+    const sourceGames = await source.listGames()
+    const storedGames = new Map((await db.select().from(games)).map((game) => [game.marketplaceCategoryId, game]))
+    const storedSets = new Map((await db.select().from(sets)).map((set) => [set.marketplaceGroupId, set]))
+    for (const game of sourceGames) {
+      expect(storedGames.get(game.categoryId)).toMatchObject({ imageUrl: game.imageUrl ?? null, logoUrl: game.logoUrl ?? null })
+      for (const set of await source.listSets(game.categoryId)) {
+        expect(storedSets.get(set.groupId)).toMatchObject({ imageUrl: set.imageUrl ?? null, setIconUrl: set.setIconUrl ?? null })
+      }
+    }
+    // The tiny catalog has both: some games without a logo, some sets without an icon.
+    expect([...storedGames.values()].filter((game) => game.logoUrl === null).length).toBeGreaterThan(0)
+    expect([...storedGames.values()].filter((game) => game.logoUrl !== null).length).toBeGreaterThan(0)
+    expect([...storedSets.values()].filter((set) => set.setIconUrl === null).length).toBeGreaterThan(0)
+  })
+
+  test('sealed products are stored with no number (null), cards with theirs', async () => {
+    const rows = await selectRows<{ product_type: string; numbered: number; total: number }>(db, sql`
+      select product_type, count(number)::int as numbered, count(*)::int as total from cards group by product_type order by 1`)
+    expect(rows).toEqual([
+      { product_type: 'Cards', numbered: rows[0]!.total, total: rows[0]!.total },
+      { product_type: 'Sealed Products', numbered: 0, total: rows[1]!.total },
+    ])
+    expect(rows[1]!.total).toBeGreaterThan(0)
   })
 
   test('cards carry the source fields, a derived foil_only and a search-ready clean_name', async () => {
@@ -180,6 +223,50 @@ describe('seeding the demo catalog', async () => {
       select distinct tablename as table from pg_stats
       where schemaname = 'public' and tablename in ('games', 'sets', 'cards', 'card_prices', 'price_history', 'search_words')`)
     expect(analysed.map((row) => row.table).sort()).toEqual(['card_prices', 'cards', 'games', 'price_history', 'search_words', 'sets'])
+  })
+})
+
+describe('what a source leaves out', async () => {
+  const { db } = await freshDatabase('empty')
+  const real = tinySource()
+  // A marketplace without images, logos or icons, which sends sealed products' numbers blank.
+  const bare: MarketplaceSource = {
+    ...real,
+    listGames: async () => (await real.listGames()).map(({ imageUrl: _image, logoUrl: _logo, ...game }) => game),
+    listSets: async (id) => (await real.listSets(id)).map(({ imageUrl: _image, setIconUrl: _icon, ...set }) => set),
+    listProducts: async (id) => (await real.listProducts(id)).map((product) => ({ ...product, number: product.number ?? '' })),
+    listPrices: (id, date) => real.listPrices(id, date),
+    listSales: (id, date) => real.listSales(id, date),
+    listListings: (id) => real.listListings(id),
+  }
+  const pokemon = async () => {
+    const [game] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
+    return { game: game!, sets: await db.select().from(sets).where(eq(sets.gameId, game!.id)) }
+  }
+  const sealedNumbers = async () =>
+    (await db.select({ number: cards.number }).from(cards).where(eq(cards.productType, 'Sealed Products'))).map((row) => row.number)
+
+  test('images it does not give are null; a blank number is stored as null', async () => {
+    expect((await syncGames({ db, source: bare, clock: testClock, logger: testLogger }, { gameSlugs: ['pokemon'] })).failed).toBe(0)
+    const { game, sets: stored } = await pokemon()
+    expect(game).toMatchObject({ imageUrl: null, logoUrl: null })
+    expect(stored.length).toBeGreaterThan(0)
+    for (const set of stored) expect(set).toMatchObject({ imageUrl: null, setIconUrl: null })
+    const numbers = await sealedNumbers()
+    expect(numbers.length).toBeGreaterThan(0)
+    expect(numbers.every((number) => number === null)).toBe(true)
+  })
+
+  test('images it gives later are stored by the next sync', async () => {
+    await syncGames({ db, source: real, clock: testClock, logger: testLogger }, { gameSlugs: ['pokemon'] })
+    const { game, sets: stored } = await pokemon()
+    const sourceGame = (await real.listGames()).find((g) => g.slug === 'pokemon')!
+    expect(game).toMatchObject({ imageUrl: sourceGame.imageUrl!, logoUrl: sourceGame.logoUrl! })
+    const sourceSets = new Map((await real.listSets(sourceGame.categoryId)).map((set) => [set.groupId, set]))
+    for (const set of stored) {
+      const expected = sourceSets.get(set.marketplaceGroupId)!
+      expect(set).toMatchObject({ imageUrl: expected.imageUrl!, setIconUrl: expected.setIconUrl! })
+    }
   })
 })
 

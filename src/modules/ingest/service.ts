@@ -91,6 +91,7 @@ export async function syncGames(deps: SyncDeps, options: SyncOptions = {}): Prom
       kind: game.kind,
       priority: game.priority,
       imageUrl: game.imageUrl ?? null,
+      logoUrl: game.logoUrl ?? null,
     })),
   )
   // Past prices exist only where the source keeps them; elsewhere history starts with this sync.
@@ -185,6 +186,7 @@ async function syncGame(tx: Executor, deps: Pick<SyncDeps, 'source' | 'logger'>,
       abbreviation: set.abbreviation,
       releaseDate: set.releaseDate,
       imageUrl: set.imageUrl ?? null,
+      setIconUrl: set.setIconUrl ?? null,
     })),
   )
 

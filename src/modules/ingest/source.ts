@@ -53,6 +53,8 @@ export interface SourceGame {
   kind: GameKind
   /** The game's image at the marketplace; absent when the source has none. */
   imageUrl?: string
+  /** The game's logo at the marketplace; absent when the source has none. */
+  logoUrl?: string
 }
 
 export interface SourceSet {
@@ -71,6 +73,8 @@ export interface SourceSet {
   modifiedOn?: string
   /** The set's image at the marketplace; absent when the source has none. */
   imageUrl?: string
+  /** The set's icon (its expansion symbol) at the marketplace; absent when the source has none. */
+  setIconUrl?: string
 }
 
 export interface SourceProduct {
@@ -78,8 +82,11 @@ export interface SourceProduct {
   productId: number
   groupId: number
   name: string
-  /** Card number within the set; '' for sealed products. */
-  number: string
+  /**
+   * Card number within the set; null when the product has none (sealed products never do). The sync
+   * stores a blank number as null too (docs/decisions.md "Sealed products have no number").
+   */
+  number: string | null
   rarity: string
   imageUrl: string
   url: string

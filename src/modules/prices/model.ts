@@ -1,22 +1,28 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { Id, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
+import { Id, ListTotal, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
 import { PRODUCT_TYPES, ReportedMoney } from '../catalog/model'
 
-/** The spec's Bulk price row: one per card, from its primary printing (docs/decisions.md "Primary printing"). */
+/**
+ * The spec's Bulk price row: one per card that has prices, from its primary printing (docs/decisions.md
+ * "Primary printing"); a card without any is in `meta.unpriced` instead (docs/decisions.md "Bulk price rows and `ids` lists").
+ */
 export const BulkPriceRow = Type.Object(
   {
     card_id: Id,
-    market_price: ReportedMoney("the primary printing's market price (Normal when the card has one)", 'the card has no prices yet'),
-    low_price: ReportedMoney("the primary printing's lowest listing price", 'the card has no prices yet'),
+    market_price: ReportedMoney("the primary printing's market price (Normal when the card has one)", 'it was never sold'),
+    low_price: ReportedMoney("the primary printing's lowest listing price", 'it has no listings'),
     foil_market_price: Type.Union([Type.Number(), Type.Null()], {
       description:
         'USD, the market price of the first foil-type printing (Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil …) that has one; ' +
         'null when the card has none',
     }),
     price_change_24h: Type.Union([Type.Number(), Type.Null()], { description: 'Percent (15.5 = +15.5%); null: not enough data' }),
-    last_updated_at: Type.Union([Timestamp, Type.Null()]),
+    last_updated_at: Timestamp,
   },
-  { description: "One card's current price. Rows come in the order the ids were asked for, each id once." },
+  {
+    description:
+      "One card's current price. Rows come in the order the ids were asked for, each id once; cards without prices (presales) have no row and are listed in `meta.unpriced`.",
+  },
 )
 export type BulkPriceRow = Static<typeof BulkPriceRow>
 
@@ -36,8 +42,10 @@ export const SnapshotMeta = {
 
 export const BulkMeta = Type.Object({
   requested: Type.Integer({ minimum: 0, description: 'Distinct ids asked for' }),
-  found: Type.Integer({ minimum: 0 }),
+  found: Type.Integer({ minimum: 0, description: 'Ids that name a card, with prices or not' }),
   not_found: Type.Array(Id, { description: 'Ids that name no card, in request order' }),
+  unpriced: Type.Array(Id, { description: 'Ids of cards without any price yet (presales), in request order: they have no row in `data`' }),
+  total: ListTotal('Rows in `data`: `found` less the `unpriced` cards'),
   ...SnapshotMeta,
 })
 
@@ -82,6 +90,7 @@ export const TopMoversMeta = Type.Object({
   period: LiteralUnion(MOVER_PERIODS),
   direction: LiteralUnion(MOVER_DIRECTIONS),
   count: Type.Integer({ minimum: 0 }),
+  total: ListTotal('Rows in `data` (the same as `count`)'),
   ...SnapshotMeta,
 })
 
@@ -100,6 +109,7 @@ export const ChangesQuery = QueryParams({
 
 export const ChangesMeta = Type.Object({
   count: Type.Integer({ minimum: 0 }),
+  total: ListTotal('Rows in `data` (the same as `count`); more may follow, see `has_more`'),
   has_more: Type.Boolean({ description: 'More rows follow now: ask again with `cursor` = `next`' }),
   next: Type.String({ description: 'Where this answer ended. Keep it: asking with it later returns what changed since' }),
   ...SnapshotMeta,

@@ -4,6 +4,7 @@ import { JSON_CONTENT_TYPE } from '../../shared/http'
 import type { RateLimit } from '../../shared/model'
 import { pathAndQueryOf, type RepeatAnswer } from '../../shared/repeat-routes'
 import { addRateLimitHeaders, admitAtOnce, type ApiKeyRule, rateLimitOf } from '../auth/guard'
+import type { TierPolicy } from '../auth/tiers'
 import type { AuthRuntime } from '../auth/runtime'
 import type { PriceSnapshot } from '../snapshot/snapshot'
 import type { SnapshotStore } from '../snapshot/store'
@@ -102,13 +103,23 @@ export interface SerialisedBody<Data> {
   meta?: object
 }
 
-/** The weak ETag of a snapshot answer: the snapshot version, the format, the path with its query. */
-export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack', url: string): string {
-  return `W/"${snapshot.version}-${Bun.hash(`${format} ${pathAndQueryOf(url)}`).toString(36)}"`
+/**
+ * Which answer a caller's tier gets where a route's answer depends on it (card prices: with sales
+ * from Pro up, docs/decisions.md "Sales in Pro card prices"): '' for the plain answer. The one rule
+ * both the route and its repeats (repeatedSnapshotAnswer) read.
+ */
+export type AnswerVariant = (policy: TierPolicy) => string
+
+/** The weak ETag of a snapshot answer: the snapshot version, the format and variant, the path with its query. */
+export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack', url: string, variant = ''): string {
+  return `W/"${snapshot.version}-${Bun.hash(`${format}${variant === '' ? '' : `+${variant}`} ${pathAndQueryOf(url)}`).toString(36)}"`
 }
 
 /** A JSON answer up to its `rate_limit`, the one part that differs between two requests for the same path and query. */
 interface RememberedAnswer {
+  /** Where it is kept (the variant's map) and under which path: to drop it when it is the oldest. */
+  paths: Map<string, RememberedAnswer>
+  pathAndQuery: string
   etag: string
   /** `{"data":…` with `meta` when there is one, without the closing brace, as UTF-8. */
   head: Buffer
@@ -156,24 +167,42 @@ function writtenInParts(head: Buffer, tail: string): ReadableStream<Uint8Array> 
  * hundreds of movers lists, and a bound however many distinct queries a client invents.
  */
 const ANSWER_BYTES_KEPT = 16 * 2 ** 20
-const rememberedAnswers = new WeakMap<PriceSnapshot, { byPath: Map<string, RememberedAnswer>; bytes: number }>()
 
-function answersOf(snapshot: PriceSnapshot) {
+/** A snapshot's kept answers: per variant, by path and query; `order` holds them all, oldest first. */
+interface KeptAnswers {
+  byVariant: Map<string, Map<string, RememberedAnswer>>
+  order: Set<RememberedAnswer>
+  bytes: number
+}
+const rememberedAnswers = new WeakMap<PriceSnapshot, KeptAnswers>()
+
+function answersOf(snapshot: PriceSnapshot): KeptAnswers {
   let answers = rememberedAnswers.get(snapshot)
-  if (!answers) rememberedAnswers.set(snapshot, (answers = { byPath: new Map(), bytes: 0 }))
+  if (!answers) rememberedAnswers.set(snapshot, (answers = { byVariant: new Map(), order: new Set(), bytes: 0 }))
   return answers
 }
 
-function remember(snapshot: PriceSnapshot, pathAndQuery: string, answer: RememberedAnswer) {
+function pathsOf(answers: KeptAnswers, variant: string): Map<string, RememberedAnswer> {
+  let paths = answers.byVariant.get(variant)
+  if (!paths) answers.byVariant.set(variant, (paths = new Map()))
+  return paths
+}
+
+const sizeOf = (answer: RememberedAnswer) => answer.head.byteLength + answer.pathAndQuery.length
+
+function remember(snapshot: PriceSnapshot, answer: RememberedAnswer) {
   const answers = answersOf(snapshot)
-  const size = answer.head.byteLength + pathAndQuery.length
-  if (size > ANSWER_BYTES_KEPT) return
-  for (const [path, oldest] of answers.byPath) {
+  const size = sizeOf(answer)
+  // Two first asks built at once (a body that reads is awaited) keep the first: both are the same answer.
+  if (size > ANSWER_BYTES_KEPT || answer.paths.has(answer.pathAndQuery)) return
+  for (const oldest of answers.order) {
     if (answers.bytes + size <= ANSWER_BYTES_KEPT) break
-    answers.byPath.delete(path)
-    answers.bytes -= oldest.head.byteLength + path.length
+    answers.order.delete(oldest)
+    oldest.paths.delete(oldest.pathAndQuery)
+    answers.bytes -= sizeOf(oldest)
   }
-  answers.byPath.set(pathAndQuery, answer)
+  answer.paths.set(answer.pathAndQuery, answer)
+  answers.order.add(answer)
   answers.bytes += size
 }
 
@@ -211,23 +240,54 @@ function snapshotHeaders(etag: string, msgpack: boolean): Record<string, string>
  * by its path and query (the same request asks for the same answer until the snapshot changes),
  * and the next request for it only adds its own `rate_limit`. For routes whose answers clients ask
  * for again and again (a card's prices, a movers list), not for those whose queries rarely repeat.
+ * `variant` names the answer a caller's tier gets where it depends on the tier (AnswerVariant): it
+ * is part of the ETag and of what the answer is kept by. A body that needs a read (a promise) makes
+ * the response one.
  */
 export function snapshotResponse<Data>(
   context: { request: Request; set: { headers: Record<string, string | number> } },
   snapshot: PriceSnapshot,
-  body: () => SnapshotBody<Data> | SerialisedBody<Data>,
+  body: () => SnapshotBody<Data> | SerialisedBody<Data> | Promise<SnapshotBody<Data>>,
   // Kept answers are JSON, and a repeat is answered without looking at Accept (repeatedSnapshotAnswer).
-  options: { msgpack: boolean; remember?: false } | { msgpack: false; remember: true },
-) {
-  const { request, set } = context
-  const format = options.msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
-  const remembering = options.remember === true && format === 'json'
-  const pathAndQuery = pathAndQueryOf(request.url)
-  let answer = remembering ? answersOf(snapshot).byPath.get(pathAndQuery) : undefined
+  options: { msgpack: boolean; remember?: false } | { msgpack: false; remember: true; variant?: string },
+): Response | Promise<Response> {
+  const format: AnswerHow['format'] = options.msgpack && wantsMsgpack(context.request) ? 'msgpack' : 'json'
+  const how: AnswerHow = {
+    format,
+    remembering: options.remember === true && format === 'json',
+    variant: (options.remember === true && options.variant) || '',
+    pathAndQuery: pathAndQueryOf(context.request.url),
+    msgpack: options.msgpack,
+  }
+  const answer = how.remembering ? rememberedAnswers.get(snapshot)?.byVariant.get(how.variant)?.get(how.pathAndQuery) : undefined
+  if (answer) return answerWith(context, snapshot, how, answer)
   // Built before the 304 check, so a request the route refuses (404, 400) is refused whatever it sends as If-None-Match.
-  const built = answer ? undefined : body()
-  const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url)
-  const headers = snapshotHeaders(etag, options.msgpack)
+  const built = body()
+  if (built instanceof Promise) return built.then((ready) => answerWith(context, snapshot, how, undefined, ready))
+  return answerWith(context, snapshot, how, undefined, built)
+}
+
+/** How snapshotResponse answers a request: its format, whether it keeps the answer, and under which variant and path. */
+interface AnswerHow {
+  format: 'json' | 'msgpack'
+  remembering: boolean
+  variant: string
+  pathAndQuery: string
+  /** The route also answers msgpack (so it varies by Accept). */
+  msgpack: boolean
+}
+
+/** snapshotResponse's answer, from the kept `answer` or from the `built` body. */
+function answerWith<Data>(
+  context: { request: Request; set: { headers: Record<string, string | number> } },
+  snapshot: PriceSnapshot,
+  { format, remembering, variant, pathAndQuery, msgpack }: AnswerHow,
+  answer: RememberedAnswer | undefined,
+  built?: SnapshotBody<Data> | SerialisedBody<Data>,
+): Response {
+  const { request, set } = context
+  const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url, variant)
+  const headers = snapshotHeaders(etag, msgpack)
   moveSetHeaders(set, headers)
   if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
   const rateLimit = rateLimitOf(request)!
@@ -243,23 +303,31 @@ export function snapshotResponse<Data>(
   // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
   const serialised = (end: string) => ('json' in built! ? built.json('{"data":', end) : `{"data":${JSON.stringify(built!.data)}${end}`)
   if (!remembering) return bytesResponse(serialised(meta + tail), headers)
-  answer = { etag, head: Buffer.from(serialised(meta)) }
-  remember(snapshot, pathAndQuery, answer)
-  return bytesResponse(withTail(answer.head, tail), headers)
+  const kept: RememberedAnswer = { paths: pathsOf(answersOf(snapshot), variant), pathAndQuery, etag, head: Buffer.from(serialised(meta)) }
+  remember(snapshot, kept)
+  return bytesResponse(withTail(kept.head, tail), headers)
 }
 
 /**
  * A repeat of a kept snapshot answer (`remember`), answered before the app with the key guard's
  * work done at once (admitAtOnce): the same status, headers and body as snapshotResponse gives,
- * with this request's `rate_limit`. `rule` is the route's own.
+ * with this request's `rate_limit`. `rule` and `variantOf` are the route's own: the answer kept
+ * for the key's variant, or none.
  */
-export function repeatedSnapshotAnswer(auth: AuthRuntime, snapshots: SnapshotStore, rule: ApiKeyRule & { cost?: number }): RepeatAnswer {
+export function repeatedSnapshotAnswer(
+  auth: AuthRuntime,
+  snapshots: SnapshotStore,
+  rule: ApiKeyRule & { cost?: number },
+  variantOf: AnswerVariant = () => '',
+): RepeatAnswer {
   return (request, pathAndQuery) => {
     const snapshot = snapshots.get()
     if (snapshot instanceof Promise) return undefined
-    const answer = rememberedAnswers.get(snapshot)?.byPath.get(pathAndQuery)
-    const rateLimit = answer && admitAtOnce(auth, request, rule)
-    if (!rateLimit) return undefined
+    const kept = rememberedAnswers.get(snapshot)
+    if (!kept) return undefined
+    const admitted = admitAtOnce(auth, request, rule, (policy) => kept.byVariant.get(variantOf(policy))?.get(pathAndQuery))
+    if (!admitted) return undefined
+    const { answer, rateLimit } = admitted
     if (matchesIfNoneMatch(request, answer.etag)) {
       const headers = snapshotHeaders(answer.etag, false)
       addRateLimitHeaders(headers, rateLimit)

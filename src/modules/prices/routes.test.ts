@@ -43,22 +43,42 @@ const allCardIds = (await rows<{ id: number }>(sql`select id from cards order by
 const [{ max: maxCardId }] = (await rows<{ max: number }>(sql`select max(id)::int as max from cards`)) as [{ max: number }]
 
 describe('GET /v1/bulk/prices', () => {
-  test('every card of the catalog, 500 ids at a time, equals its row computed from Postgres', async () => {
+  test('every card of the catalog, 500 ids at a time, equals its row computed from Postgres; cards without prices are in meta.unpriced', async () => {
     await server.ready()
     const expected = await expectedBulkRows()
     expect(expected.size).toBe(allCardIds.length)
     let seen = 0
+    let unpriced = 0
     for (let i = 0; i < allCardIds.length; i += 500) {
       const ids = allCardIds.slice(i, i + 500)
+      const priced = ids.filter((id) => expected.get(id)!.last_updated_at !== null)
       const { status, body } = await server.json(`/v1/bulk/prices?ids=${ids.join(',')}`, proKey)
       expect(status).toBe(200)
-      expect(body.data).toEqual(ids.map((id) => expected.get(id)))
-      expect(body.meta).toMatchObject({ requested: ids.length, found: ids.length, not_found: [] })
-      seen += body.data.length
+      expect(body.data).toEqual(priced.map((id) => expected.get(id)))
+      const without = ids.filter((id) => !priced.includes(id))
+      expect(body.meta).toMatchObject({ requested: ids.length, found: ids.length, not_found: [], unpriced: without, total: priced.length })
+      seen += body.data.length + body.meta.unpriced.length
+      unpriced += without.length
     }
     expect(seen).toBe(allCardIds.length)
-    // The catalog has cards without prices (presales), whose rows are all null but the id.
-    expect([...expected.values()].some((row) => row.market_price === null && row.last_updated_at === null)).toBe(true)
+    // The catalog has cards without prices (presales).
+    expect(unpriced).toBeGreaterThan(0)
+  })
+
+  test("no row breaks the spec's non-null types for lack of prices: a presale card is left out and named in meta.unpriced", async () => {
+    const [presale] = await rows<{ id: number }>(sql`select id from cards c where not exists (select 1 from card_prices cp where cp.card_id = c.id) order by id limit 1`)
+    const [priced] = allCardIds.filter((id) => id !== presale!.id)
+    const path = `/v1/bulk/prices?ids=${presale!.id},${priced},${maxCardId + 9},${presale!.id}`
+    const { status, body } = await server.json(path, proKey)
+    expect(status).toBe(200)
+    expect(body.data.map((row: BulkRow) => row.card_id)).toEqual([priced])
+    expect(body.meta).toMatchObject({ requested: 3, found: 2, not_found: [maxCardId + 9], unpriced: [presale!.id], total: 1 })
+    for (const row of body.data) for (const field of ['market_price', 'low_price', 'price_change_24h', 'last_updated_at']) expect(row[field]).not.toBeNull()
+    const packed = await server.get(path, withKey(proKey, { accept: 'application/msgpack' }))
+    expect(unpack(new Uint8Array(await packed.arrayBuffer()))).toMatchObject({ data: body.data, meta: { unpriced: [presale!.id], total: 1 } })
+    const alone = await server.json(`/v1/bulk/prices?ids=${presale!.id}`, proKey)
+    expect(alone.body.data).toEqual([])
+    expect(alone.body.meta).toMatchObject({ found: 1, unpriced: [presale!.id], total: 0 })
   })
 
   test('any order of ids is whole JSON: every card in reverse, whichever row the snapshot stored first', async () => {
@@ -68,7 +88,7 @@ describe('GET /v1/bulk/prices', () => {
       const ids = reversed.slice(i, i + 500)
       const response = await server.get(`/v1/bulk/prices?ids=${ids.join(',')}`, withKey(proKey))
       const body = JSON.parse(await response.text())
-      expect(body.data).toEqual(ids.map((id) => expected.get(id)))
+      expect(body.data).toEqual(ids.map((id) => expected.get(id)!).filter((row) => row.last_updated_at !== null))
     }
   })
 
@@ -186,7 +206,7 @@ describe('GET /v1/bulk/prices', () => {
 
   test('an answer of 15 KiB or more is sent as one chunked stream, a smaller one with its Content-Length; both whole', async () => {
     const expected = await expectedBulkRows()
-    const ids = allCardIds.slice(0, 500)
+    const ids = allCardIds.filter((id) => expected.get(id)!.last_updated_at !== null).slice(0, 500)
     for (const [accept, decode] of [
       ['application/json', (bytes: Uint8Array) => JSON.parse(new TextDecoder().decode(bytes))],
       ['application/msgpack', (bytes: Uint8Array) => unpack(bytes)],

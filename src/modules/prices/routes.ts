@@ -59,7 +59,10 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
           description:
             `\`ids\`: up to ${MAX_BULK_PRICE_IDS} comma-separated card ids. One Bulk price row per distinct id, in the order asked, from ` +
             "each card's primary printing (Normal when it has one), with the market price of the first foil-type printing that has one beside it. " +
-            'Ids that name no card are listed in `meta.not_found`. Answered from the price snapshot, which every sync renews: ' +
+            'Ids that name no card are listed in `meta.not_found`; cards without any price yet (presales) have no row and are listed in ' +
+            '`meta.unpriced`, so every row has a market price, low price and 24 h change as far as the marketplace source reports them ' +
+            '(null only where it does not: a printing never sold or without listings). `meta.total` counts the rows. ' +
+            'Answered from the price snapshot, which every sync renews: ' +
             'send the `ETag` back as `If-None-Match` to get 304 until prices change. `Accept: ' +
             `${MSGPACK}\` returns the same body as msgpack.`,
         },
@@ -111,7 +114,7 @@ export function pricesRoutes(auth: AuthRuntime, snapshots: SnapshotStore) {
         detail: {
           tags: ['Prices'],
           ...ALSO_MSGPACK,
-          summary: 'Price rows changed since an instant: a feed to stay in sync (Pro and Business; beyond the spec)',
+          summary: 'Price rows changed since an instant: a feed to stay in sync (Pro and Business)',
           description:
             'Price rows (one per card × printing) whose `last_updated_at` is after `since`, oldest first (then by card id and ' +
             `printing), at most \`limit\` (1 to ${MAX_CHANGES}, default 100), optionally of one \`game\`. \`meta.next\` marks where the ` +

@@ -1,6 +1,10 @@
 import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { idsAsWritten } from '../../shared/id-list'
+import type { Executor } from '../../db/client'
+import { getCardPrices } from '../catalog/service'
+import { newestSalesOf } from '../history/service'
 import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
+import type { AnswerVariant } from './respond'
 import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
 
 function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {
@@ -12,16 +16,18 @@ function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | u
 
 const snapshotMeta = (snapshot: PriceSnapshot) => ({ snapshot_version: snapshot.version, as_of: snapshot.asOf })
 
-/** Bulk price rows for the ids, in request order, from the snapshot's ready-made JSON; unknown ids in `meta.not_found`. */
+/** Bulk price rows for the ids, in request order, from the snapshot's ready-made JSON; unknown ids in `meta.not_found`, cards without prices in `meta.unpriced`. */
 export function bulkPrices(snapshot: PriceSnapshot, rawIds: string) {
   const selection = snapshot.selectBulk(idsAsWritten(rawIds, MAX_BULK_PRICE_IDS))
   return {
     rows: () => snapshot.bulkObjects(selection),
     json: (head: string, tail: string) => snapshot.bulkJson(selection, head, tail),
     meta: {
-      requested: selection.count + selection.missing.length,
-      found: selection.count,
+      requested: selection.count + selection.unpriced.length + selection.missing.length,
+      found: selection.count + selection.unpriced.length,
       not_found: selection.missing,
+      unpriced: selection.unpriced,
+      total: selection.count,
       ...snapshotMeta(snapshot),
     },
   }
@@ -39,7 +45,7 @@ export function topMovers(
   return {
     rows: () => snapshot.topMovers(filter),
     json: (head: string, tail: string) => `${head}${json}${tail}`,
-    meta: { period, direction, count, ...snapshotMeta(snapshot) },
+    meta: { period, direction, count, total: count, ...snapshotMeta(snapshot) },
   }
 }
 
@@ -78,5 +84,24 @@ export function priceChanges(snapshot: PriceSnapshot, query: { since?: string; c
   const { rows, more } = snapshot.changesAfter(position, gameId, query.limit ?? 100)
   const last = rows.at(-1)
   const next = last ? { at: last.last_updated_at, cardId: last.card_id, printing: last.printing } : position
-  return { data: rows, meta: { count: rows.length, has_more: more, next: encodeCursor(next), ...snapshotMeta(snapshot) } }
+  return { data: rows, meta: { count: rows.length, total: rows.length, has_more: more, next: encodeCursor(next), ...snapshotMeta(snapshot) } }
+}
+
+/**
+ * docs/decisions.md "Sales in Pro card prices": card prices carry each printing's newest recorded
+ * sales from Pro up (the tiers with detailed history), and leave the fields out below. The one
+ * rule the card-prices route and its repeats read.
+ */
+export const cardPricesVariant: AnswerVariant = (policy) => (policy.capabilities.has('detailed_history') ? 'sales' : '')
+
+/**
+ * A card's prices as `GET /v1/cards/:id/prices` answers them for the caller's variant: from the
+ * snapshot (an unknown card or printing is refused from it first), then, for 'sales', with the
+ * newest sales of each printing, one indexed read for the card (not kept in the snapshot: reading
+ * them for every printing takes seconds). The answer is kept per variant, so a repeat reads nothing.
+ */
+export function cardPrices(db: Executor, snapshot: PriceSnapshot, id: number, printing: string | undefined, variant: string) {
+  const plain = getCardPrices(snapshot, id, printing)
+  if (variant === '') return plain
+  return newestSalesOf(db, [id]).then((withSales) => ({ data: Array.isArray(plain.data) ? plain.data.map(withSales) : withSales(plain.data) }))
 }

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { LiteralUnion, PaginationQuery, QueryInt, QueryParams } from '../../shared/model'
+import { LiteralUnion, PaginationQuery, QueryInt, QueryNumber, QueryParams } from '../../shared/model'
 import { PRODUCT_TYPES } from '../catalog/model'
 
 export const SEARCH_SORTS = ['relevance', 'price_asc', 'price_desc', 'name'] as const
@@ -11,7 +11,7 @@ export const Q_MAX_LENGTH = 200
 /** Prices a filter may name: anything above is certainly a typo. */
 const MAX_PRICE = 10_000_000
 
-const Price = (description: string) => Type.Number({ minimum: 0, maximum: MAX_PRICE, description })
+const Price = (description: string) => QueryNumber({ minimum: 0, maximum: MAX_PRICE, description })
 
 export const SearchQuery = QueryParams({
   q: Type.String({

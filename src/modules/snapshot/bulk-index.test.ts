@@ -44,6 +44,17 @@ describe('BulkIndex', () => {
     expect(missing).toEqual([7, 8])
   })
 
+  test('cards without prices are found but apart, in request order, each once', () => {
+    const table = { index: new BulkIndex(4), ids: [10, 20] }
+    table.ids.forEach((id, row) => table.index.add(id, row * 10, row * 10 + 7, row))
+    table.index.addUnpriced(30)
+    table.index.addUnpriced(40)
+    const selection = table.index.select([40, 10, 99, 30, 40, 20, 30])
+    expect(selection.unpriced).toEqual([40, 30])
+    expect(selection.missing).toEqual([99])
+    expect(Array.from(selection.slots.subarray(0, selection.count), (slot) => table.ids[table.index.row(slot)])).toEqual([10, 20])
+  })
+
   test('a repeat is dropped within one selection only, also when the stamp wraps around', () => {
     const table = indexOf([10, 20])
     expect(selected(table, [10, 10]).found).toHaveLength(1)

@@ -1,5 +1,8 @@
-/** Ints per slot: card id (0 = empty), start and end of its row in the bulk buffer, its index in the row objects. */
+/** Ints per slot: card id (0 = empty), start and end of its row in the bulk buffer, its index in the row objects (UNPRICED: none). */
 const SLOT = 4
+
+/** The row index of a card without prices: it has no Bulk price row (docs/decisions.md "Bulk price rows and `ids` lists"). */
+const UNPRICED = -1
 
 /** The cards a bulk request names: their slots in request order (repeats dropped), and the ids of no card. */
 export interface BulkSelection {
@@ -7,6 +10,8 @@ export interface BulkSelection {
   count: number
   /** Ids that name no card, in request order, each once. */
   missing: number[]
+  /** Ids of cards without prices (presales), in request order, each once: not in `slots`. */
+  unpriced: number[]
 }
 
 /**
@@ -36,6 +41,11 @@ export class BulkIndex {
     return Math.imul(id, 0x9e3779b1) >>> this.shift
   }
 
+  /** A card without prices: found, but with no row. */
+  addUnpriced(id: number): void {
+    this.add(id, 0, 0, UNPRICED)
+  }
+
   add(id: number, start: number, end: number, row: number): void {
     let slot = this.home(id)
     while (this.table[slot * SLOT] !== 0) slot = (slot + 1) & this.mask
@@ -58,8 +68,8 @@ export class BulkIndex {
   }
 
   /**
-   * The slots of these ids in order, each card once. Synchronous: the stamp it marks slots with
-   * is this call's alone.
+   * The slots of these ids in order, each card once (cards without prices apart, by id).
+   * Synchronous: the stamp it marks slots with is this call's alone.
    */
   select(ids: number[]): BulkSelection {
     if (++this.stamp === 0xffffffff) {
@@ -69,15 +79,17 @@ export class BulkIndex {
     const slots = new Int32Array(ids.length)
     let count = 0
     let missing: Set<number> | undefined
+    let unpriced: number[] | undefined
     for (const id of ids) {
       const slot = this.find(id)
       if (slot < 0) (missing ??= new Set()).add(id)
       else if (this.seen[slot] !== this.stamp) {
         this.seen[slot] = this.stamp
-        slots[count++] = slot
+        if (this.table[slot * SLOT + 3] === UNPRICED) (unpriced ??= []).push(id)
+        else slots[count++] = slot
       }
     }
-    return { slots, count, missing: missing ? [...missing] : [] }
+    return { slots, count, missing: missing ? [...missing] : [], unpriced: unpriced ?? [] }
   }
 
   start(slot: number): number {

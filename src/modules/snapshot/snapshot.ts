@@ -146,26 +146,31 @@ export class PriceSnapshot {
       if (asOf === null || price.last_updated_at > asOf) asOf = price.last_updated_at
     }
     const bulkRows: BulkPriceRow[] = []
+    const unpriced: number[] = []
     const orders = new Map<number, (a: string, b: string) => number>()
     for (const card of cards.values()) {
+      if (card.prices.length === 0) {
+        unpriced.push(card.id)
+        continue
+      }
       if (card.prices.length > 1) {
         let order = orders.get(card.gameId)
         if (!order) orders.set(card.gameId, (order = printingOrder(gamesById.get(card.gameId)?.kind ?? '')))
         card.prices.sort((a, b) => order(a.printing, b.printing))
       }
-      const primary = card.prices[0]
+      const primary = card.prices[0]!
       // A foil printing the source never priced does not hide a later one that it did.
       const foil = card.prices.find((price) => isFoilPrinting(price.printing) && price.market_price !== null)
       bulkRows.push({
         card_id: card.id,
-        market_price: primary?.market_price ?? null,
-        low_price: primary?.low_price ?? null,
+        market_price: primary.market_price,
+        low_price: primary.low_price,
         foil_market_price: foil?.market_price ?? null,
-        price_change_24h: primary?.price_change_24h ?? null,
-        last_updated_at: primary?.last_updated_at ?? null,
+        price_change_24h: primary.price_change_24h,
+        last_updated_at: primary.last_updated_at,
       })
     }
-    const { bulkBuffer, bulkIndex } = serialiseBulkRows(bulkRows)
+    const { bulkBuffer, bulkIndex } = serialiseBulkRows(bulkRows, unpriced)
     const ordered = inFeedOrder(cards)
     return new PriceSnapshot(versionOf(source.fingerprint), builtAt, source.fingerprint, {
       cards,
@@ -288,16 +293,17 @@ export class PriceSnapshot {
 }
 
 /**
- * The rows as one JSON array, `[{…},{…}]`, in one JSON.stringify (a call per row cost a third more,
+ * The rows as one JSON array, `[{…},{…}]` (cards without prices have none: the index knows them apart), in one JSON.stringify (a call per row cost a third more,
  * with a byteLength each), and where each row lies in it: from the comma before it to its closing
  * brace. A row holds numbers, nulls and one ISO timestamp, never a `}` inside it, so the braces
  * mark the rows; the count is checked.
  */
-function serialiseBulkRows(rows: BulkPriceRow[]): { bulkBuffer: Buffer; bulkIndex: BulkIndex } {
+function serialiseBulkRows(rows: BulkPriceRow[], unpriced: number[]): { bulkBuffer: Buffer; bulkIndex: BulkIndex } {
   const bulkBuffer = Buffer.from(JSON.stringify(rows))
   // The array's `[` becomes a comma like every other row's: the first row stored may be asked for after others.
   bulkBuffer[0] = 0x2c
-  const bulkIndex = new BulkIndex(rows.length)
+  const bulkIndex = new BulkIndex(rows.length + unpriced.length)
+  for (const id of unpriced) bulkIndex.addUnpriced(id)
   let start = 0
   let row = 0
   for (let at = bulkBuffer.indexOf(0x7d); at !== -1; at = bulkBuffer.indexOf(0x7d, at + 1)) {

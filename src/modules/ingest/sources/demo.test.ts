@@ -14,7 +14,7 @@ import {
   type SourceSale,
   type SourceSet,
 } from '../source'
-import { createDemoSource, DEMO_SCALES, type DemoMarketplace, type DemoPrice, type DemoProduct, type DemoScale, LISTING_SAMPLE_SIZE, PRESALE_DAYS } from './demo'
+import { createDemoSource, DEMO_SCALES, type DemoMarketplace, type DemoPrice, type DemoProduct, type DemoScale, LISTING_SAMPLE_SIZE } from './demo'
 
 const NOW = new Date('2026-11-21T15:30:00Z')
 const TODAY = '2026-11-21'
@@ -193,6 +193,23 @@ describe('demo source: games and sets', () => {
     }
   })
 
+  test('every game and set has an image; major games and every other minor game a logo, and their sets an icon', async () => {
+    const { games, sets } = await tinyCatalog
+    const images = 'https://marketplace.example/images'
+    for (const game of games) {
+      const artwork = game.priority === 3 || game.categoryId % 2 === 0
+      expect(game.imageUrl).toBe(`${images}/category/${game.categoryId}.jpg`)
+      expect(game.logoUrl).toBe(artwork ? `${images}/category/${game.categoryId}/logo.png` : undefined)
+      for (const set of sets.filter((set) => set.categoryId === game.categoryId)) {
+        expect(set.imageUrl).toBe(`${images}/group/${set.groupId}.jpg`)
+        expect(set.setIconUrl).toBe(artwork ? `${images}/group/${set.groupId}/icon.svg` : undefined)
+      }
+    }
+    // Both kinds are there: the API answers some of each as a URL and some as null.
+    expect(games.filter((game) => game.logoUrl === undefined).length).toBeGreaterThan(10)
+    expect(sets.filter((set) => set.setIconUrl === undefined).length).toBeGreaterThan(10)
+  })
+
   test('release dates spread over past years at larger scales', async () => {
     const source = createDemoSource({ scale: 'medium', now: () => NOW })
     const years = new Set<string>()
@@ -293,8 +310,8 @@ describe('demo source: products', () => {
       const cards = products.filter((product) => product.productType === 'Cards')
       expect(new Set(cards.map((card) => card.number)).size).toBe(cards.length)
       expect(new Set(products.map((product) => product.name)).size).toBe(products.length)
-      expect(cards.every((card) => card.number !== '' && card.rarity !== '')).toBe(true)
-      expect(products.filter((product) => product.productType === 'Sealed Products').every((sealed) => sealed.number === '')).toBe(true)
+      expect(cards.every((card) => typeof card.number === 'string' && card.number !== '' && card.rarity !== '')).toBe(true)
+      expect(products.filter((product) => product.productType === 'Sealed Products').every((sealed) => sealed.number === null)).toBe(true)
     }
   })
 
@@ -325,6 +342,46 @@ describe('demo source: products', () => {
     expect(presale).toBeGreaterThan(0)
   })
 
+  test("the status follows the clock's day: presale until the release day, active from it", async () => {
+    const catalog = await tinyCatalog
+    const upcoming = catalog.sets.find((set) => set.releaseDate > TODAY)!
+    const onDay = (date: string) => createDemoSource({ scale: 'tiny', now: () => new Date(`${date}T00:00:00Z`) })
+    const statuses = async (date: string) => new Set((await onDay(date).listProducts(upcoming.groupId)).map((product) => product.productStatusId))
+    expect(await statuses(addDays(upcoming.releaseDate, -1))).toEqual(new Set([20]))
+    expect(await statuses(upcoming.releaseDate)).toEqual(new Set([1]))
+    // Only the status moves with the clock: the products are otherwise the same.
+    const strip = (products: DemoProduct[]) => products.map(({ productStatusId: _, ...product }) => product)
+    expect(strip(await onDay(upcoming.releaseDate).listProducts(upcoming.groupId))).toEqual(
+      strip(catalog.products.filter((product) => product.groupId === upcoming.groupId)),
+    )
+  })
+
+  test('some creature cards have a fourth attack; Charizard always has attack1 to attack4', async () => {
+    for (const catalog of [await tinyCatalog, await loadCatalog(tinySource(7))]) {
+      const creatures = catalog.products.filter((product) => product.productType === 'Cards' && kindOf(catalog, product) === 'creature')
+      const withFourth = creatures.filter((card) => 'attack4' in card.customAttributes)
+      expect(withFourth.length).toBeGreaterThan(0)
+      // A fourth attack comes after a third.
+      expect(withFourth.every((card) => typeof card.customAttributes.attack3 === 'string')).toBe(true)
+      const charizard = creatures.find((card) => card.name === 'Charizard')!
+      for (const name of ['attack1', 'attack2', 'attack3', 'attack4']) expect(charizard.customAttributes[name]).toMatch(/^[A-Za-z]+ \(\d+\)$/)
+    }
+    const small = await loadCatalog(createDemoSource({ scale: 'small', now: () => NOW }))
+    const smallCreatures = small.products.filter((product) => product.productType === 'Cards' && kindOf(small, product) === 'creature')
+    const share = smallCreatures.filter((card) => 'attack4' in card.customAttributes).length / smallCreatures.length
+    expect(share).toBeGreaterThan(0.01)
+    expect(share).toBeLessThan(0.15)
+  })
+
+  test("every printing of the spec's table appears, each under its game kind", async () => {
+    for (const catalog of [await tinyCatalog, await loadCatalog(tinySource(7))]) {
+      const seen = new Set(catalog.products.flatMap((product) => product.printings.map((printing) => `${kindOf(catalog, product)}|${printing}`)))
+      // 'other' is not in the spec's table (its games use Normal and Foil, as the mana kind does).
+      const expected = Object.entries(PRINTINGS_BY_KIND).filter(([kind]) => kind !== 'other').flatMap(([kind, names]) => names.map((name) => `${kind}|${name}`))
+      expect(expected.filter((key) => !seen.has(key))).toEqual([])
+    }
+  })
+
   test("Charizard and Pikachu are in Pokemon's oldest set at every scale", async () => {
     for (const scale of DEMO_SCALES) {
       const source = createDemoSource({ scale, now: () => NOW })
@@ -346,8 +403,7 @@ describe('demo source: prices', () => {
       for (const set of catalog.sets) {
         const prices = await source.listPrices(set.groupId, date)
         const products = catalog.products.filter((product) => product.groupId === set.groupId)
-        const presale = products.every((product) => product.productStatusId === 20)
-        const trades = set.releaseDate <= date || (presale && addDays(set.releaseDate, -PRESALE_DAYS) <= date)
+        const trades = set.releaseDate <= date
         const allPrintings = products.flatMap((product) => product.printings.map((printing) => `${product.productId}|${printing}`))
         const expected = trades ? allPrintings : []
         expect(prices.map(printingKey)).toEqual(expected)
@@ -365,7 +421,7 @@ describe('demo source: prices', () => {
     }
   })
 
-  test('not-yet-released sets are unpriced; presale sets are priced from 60 days before release', async () => {
+  test('a set has no prices or sales before its release day, presale sets included; from that day it has', async () => {
     const catalog = await tinyCatalog
     const source = tinySource()
     const date = '2026-06-01'
@@ -374,11 +430,15 @@ describe('demo source: prices', () => {
     expect(unreleased.length).toBeGreaterThan(0)
     expect(presale.length).toBeGreaterThan(0)
     for (const set of unreleased) expect(await source.listPrices(set.groupId, date)).toEqual([])
-    for (const set of presale) {
-      const opens = addDays(set.releaseDate, -PRESALE_DAYS)
-      expect(await source.listPrices(set.groupId, addDays(opens, -1))).toEqual([])
-      expect((await source.listPrices(set.groupId, opens)).length).toBeGreaterThan(0)
+    for (const set of [...unreleased, ...presale]) {
+      const dayBefore = addDays(set.releaseDate, -1)
+      expect(await source.listPrices(set.groupId, dayBefore)).toEqual([])
+      expect(await source.listSales(set.groupId, dayBefore)).toEqual([])
+      expect((await source.listPrices(set.groupId, set.releaseDate)).length).toBeGreaterThan(0)
     }
+    // On the catalog's day, no presale product has a price.
+    const presaleGroups = new Set(presale.map((set) => set.groupId))
+    expect((await pricesOn(source, [...presaleGroups], TODAY)).length).toBe(0)
   })
 
   test('no prices or sales before 2025-03-01; history starts that day', async () => {
@@ -532,10 +592,10 @@ describe('demo source: live listings', () => {
       const { listings, conditionCounts } = answers[index]!
       const sealed = product.productType === 'Sealed Products'
       const allowed: readonly string[] = sealed ? [SEALED_CONDITION] : CONDITIONS
-      // A traded product counts every condition it can be listed in, even at 0; one not traded yet (presale not open) none.
+      // A released product counts every condition it can be listed in, even at 0; a presale one has no listings.
       const counted = Object.keys(conditionCounts).sort()
-      if (counted.length > 0) expect(counted).toEqual([...allowed].sort())
-      else expect(listings).toEqual([])
+      if (product.productStatusId === 1) expect(counted).toEqual([...allowed].sort())
+      else expect({ listings, conditionCounts }).toEqual({ listings: [], conditionCounts: {} })
       traded += counted.length > 0 ? 1 : 0
       for (const listing of listings) {
         expect(listing.productId).toBe(product.productId)
@@ -553,7 +613,8 @@ describe('demo source: live listings', () => {
     expect(counts[0]).toBe(Math.max(...counts))
     expect(counts.every((count) => count > 0)).toBe(true)
     expect(conditions.get(SEALED_CONDITION)).toBeGreaterThan(0)
-    expect(traded).toBeGreaterThan(products.length * 0.9)
+    expect(traded).toBe(products.filter((product) => product.productStatusId === 1).length)
+    expect(traded).toBeGreaterThan(products.length * 0.75)
     expect(languages.has('English') && languages.has('Japanese')).toBe(true)
     expect(languages.size).toBeGreaterThan(2)
     expect(shipping.size).toBe(2)
@@ -654,9 +715,9 @@ describe('demo source: live listings', () => {
 
   test('products that do not trade yet have no listings', async () => {
     const catalog = await tinyCatalog
-    // On 2025-01-01 a set released after 2025-03-02 has not opened, presale window included.
+    // On 2025-01-01 no set released after that day trades.
     const early = createDemoSource({ scale: 'tiny', now: () => new Date('2025-01-01T00:00:00Z') })
-    const later = new Set(catalog.sets.filter((set) => set.releaseDate > addDays('2025-01-01', PRESALE_DAYS)).map((set) => set.groupId))
+    const later = new Set(catalog.sets.filter((set) => set.releaseDate > '2025-01-01' && set.releaseDate <= TODAY).map((set) => set.groupId))
     const products = catalog.products.filter((product) => later.has(product.groupId))
     expect(products.length).toBeGreaterThan(0)
     for (const answer of await listingsOf(early, products)) expect(answer).toEqual({ listings: [], conditionCounts: {} })

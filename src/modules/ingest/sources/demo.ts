@@ -32,8 +32,12 @@ export interface DemoSourceOptions {
 }
 
 const DEFAULT_SEED = 20250302
-/** Sets released after this day are presale; fixed so product status never changes with the clock. */
-const PRESALE_AFTER = '2026-11-21'
+/**
+ * The release calendar's anchor: upcoming sets are released after this day, the others on or before
+ * it. Fixed, so release dates never move with the clock; whether a set is out yet is the clock's
+ * (docs/decisions.md "Presale sets in the demo").
+ */
+const UPCOMING_AFTER = '2026-11-21'
 /** The marketplace keeps no price history before this day. */
 const HISTORY_START = '2025-03-01'
 const DAY_MS = 86_400_000
@@ -206,13 +210,36 @@ const MINOR_GAMES: readonly string[] = [
   'Vs. System 2PCG', 'Dice Masters', 'Munchkin CCG',
 ]
 
+/** Where the demo marketplace keeps its pictures (product images live under `product/`). */
+const IMAGES = 'https://marketplace.example/images'
+
 /** Append only: a game's position is its categoryId. */
 const GAMES: readonly SourceGame[] = [
   ...MAJOR_GAMES.map(([name, kind]) => ({ name, kind, priority: 3 as const })),
   ...MINOR_GAMES.map((name) => ({ name, kind: 'other' as const, priority: 2 as const })),
-].map((game, index) => ({ categoryId: index + 1, name: game.name, slug: slugify(game.name), priority: game.priority, kind: game.kind }))
+].map((game, index) => {
+  const categoryId = index + 1
+  return {
+    categoryId,
+    name: game.name,
+    slug: slugify(game.name),
+    priority: game.priority,
+    kind: game.kind,
+    imageUrl: `${IMAGES}/category/${categoryId}.jpg`,
+    ...(hasArtwork(game.priority, categoryId) ? { logoUrl: `${IMAGES}/category/${categoryId}/logo.png` } : {}),
+  }
+})
 
-/** These always have an upcoming set, so every scale and seed has presale products. */
+/**
+ * Every game and set has an image; major games and every other minor game also have a logo, and
+ * their sets an icon, so the API shows both a known and an unknown one (docs/decisions.md
+ * "Images of games and sets"). Decided by position, not the seed: the game list is the same for all.
+ */
+function hasArtwork(priority: number, categoryId: number): boolean {
+  return priority === 3 || categoryId % 2 === 0
+}
+
+/** These always have a set released after UPCOMING_AFTER, so every scale and seed has presale products until then. */
 const UPCOMING_SET_GAMES = new Set(['Pokemon', 'Magic: The Gathering'])
 /** Games whose card names sometimes carry accents, to exercise accent-insensitive search. */
 const ACCENTED_GAMES = new Set(['Pokemon', 'Disney Lorcana', 'Altered', 'Sorcery: Contested Realm', 'Force of Will'])
@@ -259,7 +286,6 @@ interface SetPlan {
   /** 0 = the game's oldest set. */
   index: number
   vintage: boolean
-  presale: boolean
 }
 
 function planSets(root: Draw, game: SourceGame, shape: ScaleShape): SetPlan[] {
@@ -270,23 +296,26 @@ function planSets(root: Draw, game: SourceGame, shape: ScaleShape): SetPlan[] {
   return planReleaseDays(draw, game, count).map((day, index) => {
     const name = uniqueSetName(draw, index, usedSlugs)
     const releaseDate = formatDay(day)
+    const groupId = game.categoryId * GROUPS_PER_GAME + index + 1
     const set: SourceSet = {
-      groupId: game.categoryId * GROUPS_PER_GAME + index + 1,
+      groupId,
       categoryId: game.categoryId,
       name,
       slug: slugify(name),
       abbreviation: abbreviate(name, index + 1),
       releaseDate,
+      imageUrl: `${IMAGES}/group/${groupId}.jpg`,
+      ...(hasArtwork(game.priority, game.categoryId) ? { setIconUrl: `${IMAGES}/group/${groupId}/icon.svg` } : {}),
     }
-    return { set, index, vintage: index < vintageCount, presale: releaseDate > PRESALE_AFTER }
+    return { set, index, vintage: index < vintageCount }
   })
 }
 
 /** Release days oldest first, counting back from the newest set so every scale shares recent history. */
 function planReleaseDays(draw: Draw, game: SourceGame, count: number): number[] {
-  const presaleDay = dayNumberOf(PRESALE_AFTER)
+  const anchor = dayNumberOf(UPCOMING_AFTER)
   const hasUpcomingSet = UPCOMING_SET_GAMES.has(game.name) || draw.chance('upcoming-set', 0.08)
-  const newest = hasUpcomingSet ? presaleDay + draw.int('newest-lead', 10, 75) : presaleDay - draw.int('newest-lag', 5, 200)
+  const newest = hasUpcomingSet ? anchor + draw.int('newest-lead', 10, 75) : anchor - draw.int('newest-lag', 5, 200)
   const spacing = game.priority === 3 ? draw.between('spacing', 70, 110) : draw.between('spacing', 110, 280)
   const days = new Array<number>(count)
   let day = newest
@@ -427,13 +456,21 @@ function cardPrintings(kind: GameKind, tier: number, vintage: boolean, draw: Dra
       return roll < 0.75 ? ['Normal', 'Reverse Holofoil'] : ['Normal']
     case 'duel':
       return roll < 0.75 ? ['1st Edition', 'Unlimited'] : ['Limited']
-    case 'action':
-      if (vintage) return ['1st Edition Normal', '1st Edition Rainbow Foil', 'Unlimited Edition Normal']
-      if (tier >= 5) return ['Cold Foil']
-      if (tier >= 3) return ['Rainbow Foil', 'Cold Foil']
-      return ['Normal', 'Rainbow Foil']
+    case 'action': {
+      if (!vintage) return tier >= 5 ? ['Cold Foil'] : tier >= 3 ? ['Rainbow Foil', 'Cold Foil'] : ['Normal', 'Rainbow Foil']
+      // Vintage runs: a 1st Edition and an Unlimited printing, foils for some (cold foils for the rarest and a few more).
+      const coldFoil = tier >= 3 || draw.chance('first-edition-cold-foil', 0.25)
+      return [
+        '1st Edition Normal',
+        '1st Edition Rainbow Foil',
+        ...(coldFoil ? ['1st Edition Cold Foil'] : []),
+        'Unlimited Edition Normal',
+        ...(draw.chance('unlimited-rainbow-foil', 0.5) ? ['Unlimited Edition Rainbow Foil'] : []),
+      ]
+    }
     case 'ink':
-      return tier >= 5 ? ['Holofoil'] : ['Normal', 'Holofoil']
+      if (tier >= 5) return ['Holofoil']
+      return roll < 0.35 ? ['Normal', 'Holofoil', 'Reverse Holofoil'] : ['Normal', 'Holofoil']
     case 'other':
       if (roll < 0.05) return ['Foil']
       return roll < 0.5 ? ['Normal'] : ['Normal', 'Foil']
@@ -498,7 +535,11 @@ function creatureAttributes(draw: Draw, tier: number): Record<string, string | s
     cardType: tier >= 4 ? 'Creature ex' : 'Creature',
     flavorText: flavorText(draw),
   }
-  if (draw.chance('third-attack', 0.15)) attributes.attack3 = attack(draw, 3)
+  // The spec names attack1 to attack4: some cards have a third attack, a few of those a fourth.
+  if (draw.chance('third-attack', 0.15)) {
+    attributes.attack3 = attack(draw, 3)
+    if (draw.chance('fourth-attack', 0.3)) attributes.attack4 = attack(draw, 4)
+  }
   return attributes
 }
 
@@ -611,10 +652,12 @@ interface FamousCard {
   rarity: string
   energyType: string
   priceFactor: number
+  /** Four: the card has attack1 to attack4, so every catalog shows the spec's attack4. */
+  attacks?: 4
 }
 
 const FAMOUS_POKEMON: readonly FamousCard[] = [
-  { index: 3, name: 'Charizard', rarity: 'Holo Rare', energyType: 'Fire', priceFactor: 20 },
+  { index: 3, name: 'Charizard', rarity: 'Holo Rare', energyType: 'Fire', priceFactor: 20, attacks: 4 },
   { index: 5, name: 'Pikachu', rarity: 'Common', energyType: 'Lightning', priceFactor: 4 },
 ]
 
@@ -699,7 +742,13 @@ function generateCard(context: SetContext, index: number, usedNames: Set<string>
   const premium = (plan.vintage ? VINTAGE_PREMIUM : 1) * (famous?.priceFactor ?? 1)
   const cardPrice = tierPrice.median * Math.exp(tierPrice.sigma * draw.normal('base-price')) * premium
   const customAttributes = cardAttributes(game.kind, draw, cardRarity.tier)
-  if (famous && game.kind === 'creature') customAttributes.energyType = [famous.energyType]
+  if (famous && game.kind === 'creature') {
+    customAttributes.energyType = [famous.energyType]
+    if (famous.attacks === 4) {
+      customAttributes.attack3 ??= attack(draw, 3)
+      customAttributes.attack4 ??= attack(draw, 4)
+    }
+  }
   const hp = customAttributes.hp
   const product: DemoProduct = {
     productId,
@@ -710,7 +759,8 @@ function generateCard(context: SetContext, index: number, usedNames: Set<string>
     ...productUrls(productId, name),
     productType: 'Cards',
     shippingCategoryId: 1,
-    productStatusId: plan.presale ? 20 : 1,
+    // Set by listProducts from the clock's day.
+    productStatusId: 1,
     totalListings: listingCount(draw, itemAt(TIER_LISTINGS, cardRarity.tier)),
     hp: typeof hp === 'string' ? hp : null,
     customAttributes,
@@ -731,12 +781,13 @@ function generateSealed(context: SetContext, index: number, spec: SealedSpec, bo
     productId,
     groupId: plan.set.groupId,
     name,
-    number: '',
+    number: null,
     rarity: '',
     ...productUrls(productId, name),
     productType: 'Sealed Products',
     shippingCategoryId: spec.shippingCategoryId,
-    productStatusId: plan.presale ? 20 : 1,
+    // Set by listProducts from the clock's day.
+    productStatusId: 1,
     totalListings: listingCount(draw, 3.4),
     hp: null,
     customAttributes: {},
@@ -973,13 +1024,12 @@ function generateListings(root: Draw, item: GeneratedProduct, printingDraw: (slo
 // ---------------------------------------------------------------------------------------------
 // The source
 
-/** How long before release a presale product is listed (pre-orders). */
-export const PRESALE_DAYS = 60
-
-/** Whether a product trades on `date`: released by then, or listed as a presale in its window. */
-function trades(plan: SetPlan, date: string): boolean {
-  const opens = plan.presale ? formatDay(dayNumberOf(plan.set.releaseDate) - PRESALE_DAYS) : plan.set.releaseDate
-  return opens <= date
+/**
+ * Whether a set's products trade on `date` (YYYY-MM-DD): from its release day on. Before it they
+ * are presale, catalogued without prices, sales or listings (docs/decisions.md "Presale sets in the demo").
+ */
+function released(plan: SetPlan, date: string): boolean {
+  return plan.set.releaseDate <= date
 }
 
 class DemoSource implements MarketplaceSource {
@@ -1009,7 +1059,12 @@ class DemoSource implements MarketplaceSource {
   }
 
   async listProducts(groupId: number): Promise<DemoProduct[]> {
-    return this.group(groupId)?.products.map((item) => cloneProduct(item.product)) ?? []
+    const group = this.group(groupId)
+    if (!group) return []
+    const today = this.today()
+    // 1 = active, 20 = presale: the status follows the clock's day, the release date does not move.
+    const productStatusId = today !== undefined && released(group.plan, today) ? 1 : 20
+    return group.products.map((item) => ({ ...cloneProduct(item.product), productStatusId }))
   }
 
   async listPrices(groupId: number, date: string): Promise<DemoPrice[]> {
@@ -1025,7 +1080,7 @@ class DemoSource implements MarketplaceSource {
     const item = group?.products[(productId % PRODUCTS_PER_GROUP) - 1]
     const day = Math.floor(this.now().getTime() / DAY_MS)
     if (!group || !item || item.product.productId !== productId || !Number.isFinite(day)) return { listings: [], conditionCounts: {} }
-    if (!trades(group.plan, formatDay(day))) return { listings: [], conditionCounts: {} }
+    if (!released(group.plan, formatDay(day))) return { listings: [], conditionCounts: {} }
     return generateListings(this.root, item, (slot) => this.printingDraw(productId, slot), day)
   }
 
@@ -1037,7 +1092,7 @@ class DemoSource implements MarketplaceSource {
   ): T[] {
     const day = parseDay(date)
     const group = this.group(groupId)
-    if (day === null || date < HISTORY_START || !group || !trades(group.plan, date)) return []
+    if (day === null || date < HISTORY_START || !group || !released(group.plan, date)) return []
     const records: T[] = []
     for (const { product, basePrices } of group.products) {
       product.printings.forEach((printing, slot) => {
@@ -1047,6 +1102,12 @@ class DemoSource implements MarketplaceSource {
       })
     }
     return records
+  }
+
+  /** The clock's UTC day; undefined when the clock gives no valid instant. */
+  private today(): string | undefined {
+    const time = this.now().getTime()
+    return Number.isFinite(time) ? formatDay(Math.floor(time / DAY_MS)) : undefined
   }
 
   private printingDraw(productId: number, slot: number): Draw {

@@ -86,6 +86,10 @@ describe('http source against a healthy marketplace', async () => {
         }
       }
     }
+    // Optional fields cross as they are: images where the source has them, absent where not; a sealed product's number null.
+    expect(games.some((game) => game.logoUrl === undefined) && games.some((game) => game.logoUrl !== undefined)).toBe(true)
+    expect(firstProducts.some((product) => product.number === null)).toBe(true)
+    expect(await source.listProducts(firstSet!.groupId)).toEqual(firstProducts)
     // Unknown ids and days without data are empty answers, not failures.
     expect(await source.listSets(999)).toEqual([])
     expect(await source.listPrices(ids.groupId, '2001-01-01')).toEqual([])
@@ -294,6 +298,10 @@ describe('http source refuses answers a marketplace must not give', () => {
     ['a set of another game', { listSets: async (id) => (await demo.listSets(id)).map((set) => ({ ...set, categoryId: id + 1 })) }, (s) => s.listSets(ids.categoryId)],
     ['a game listed twice', { listGames: async () => [...games, games[0]!] }, (s) => s.listGames()],
     ['a game in an unknown tier', { listGames: async () => games.map((game) => ({ ...game, priority: 7 as never })) }, (s) => s.listGames()],
+    ['a game logo that is not a web URL', { listGames: async () => games.map((game) => ({ ...game, logoUrl: 'javascript:alert(1)' })) }, (s) => s.listGames()],
+    ['a game image given as null', { listGames: async () => games.map((game) => ({ ...game, imageUrl: null as never })) }, (s) => s.listGames()],
+    ['a set icon that is not a web URL', { listSets: async (id) => (await demo.listSets(id)).map((set) => ({ ...set, setIconUrl: 'icon.svg' })) }, (s) => s.listSets(ids.categoryId)],
+    ['a card number given as a number', { listProducts: withProduct({ number: 12 as never }) }, (s) => s.listProducts(ids.groupId)],
   ]
   for (const [what, change, call] of cases) {
     test(`refused: ${what}`, async () => {

@@ -37,6 +37,8 @@ const Count = Type.Integer({ minimum: 0, maximum: 1e9 })
 const Price = Type.Number({ minimum: 0.01, maximum: 1e8 })
 const Label = (maxLength: number) => Type.String({ minLength: 1, maxLength })
 const Printing = Label(100)
+/** An image's address: absent when the marketplace has none; when given, a web URL (the API answers it as one). */
+const ImageUrl = Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$', maxLength: 2000 }))
 const literals = <T extends string | number>(values: readonly T[]) => Type.Union(values.map((value) => Type.Literal(value)))
 
 const Game = Type.Object({
@@ -45,6 +47,8 @@ const Game = Type.Object({
   slug: Type.String({ pattern: '^[a-z0-9]+(-[a-z0-9]+)*$', maxLength: 200 }),
   priority: literals([0, 1, 2, 3] as const),
   kind: literals(['creature', 'mana', 'duel', 'action', 'ink', 'other'] as const),
+  imageUrl: ImageUrl,
+  logoUrl: ImageUrl,
 })
 
 const GameSet = Type.Object({
@@ -54,13 +58,16 @@ const GameSet = Type.Object({
   slug: Type.String({ pattern: '^[a-z0-9]+(-[a-z0-9]+)*$', maxLength: 300 }),
   abbreviation: Type.String({ maxLength: 50 }),
   releaseDate: Type.String({ pattern: '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$' }),
+  imageUrl: ImageUrl,
+  setIconUrl: ImageUrl,
 })
 
 const Product = Type.Object({
   productId: Id,
   groupId: Id,
   name: Label(300),
-  number: Type.String({ maxLength: 50 }),
+  // null: the product has no number (sealed products).
+  number: Type.Union([Type.String({ maxLength: 50 }), Type.Null()]),
   rarity: Type.String({ maxLength: 100 }),
   imageUrl: Type.String({ maxLength: 2000 }),
   url: Type.String({ maxLength: 2000 }),

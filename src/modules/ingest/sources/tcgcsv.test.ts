@@ -85,6 +85,8 @@ describe('a first load from the mirror', async () => {
     expect(storedGames.map((game) => game.marketplaceCategoryId)).toEqual(SMALL_CATEGORIES.map((c) => c.categoryId).sort((a, b) => a - b))
     expect(storedGames.find((game) => game.marketplaceCategoryId === POKEMON)).toMatchObject({ slug: 'pokemon', name: 'Pokemon', kind: 'creature', priority: 3 })
     expect(storedGames.find((game) => game.marketplaceCategoryId === 1)).toMatchObject({ slug: 'magic', name: 'Magic: The Gathering', kind: 'mana' })
+    // The mirror's categories carry no images.
+    expect(storedGames.every((game) => game.imageUrl === null && game.logoUrl === null)).toBe(true)
     const [{ n: setCount }] = (await db.select({ n: count() }).from(sets)) as [{ n: number }]
     expect(setCount).toBe(SMALL_GROUPS.length)
     const [{ n: cardCount }] = (await db.select({ n: count() }).from(cards)) as [{ n: number }]
@@ -93,10 +95,11 @@ describe('a first load from the mirror', async () => {
     expect(requests.every((request) => request.userAgent === TEST_USER_AGENT)).toBe(true)
   })
 
-  test('groups become sets: release date from publishedOn, a missing abbreviation empty', async () => {
+  test('groups become sets: release date from publishedOn, a missing abbreviation empty, no images', async () => {
     for (const group of SMALL_GROUPS) {
       const [set] = await db.select().from(sets).where(eq(sets.marketplaceGroupId, group.groupId))
       expect(set).toMatchObject({ name: group.name, abbreviation: group.abbreviation ?? '', releaseDate: group.publishedOn.slice(0, 10), productsModifiedOn: group.modifiedOn })
+      expect(set).toMatchObject({ imageUrl: null, setIconUrl: null })
     }
   })
 
@@ -109,7 +112,7 @@ describe('a first load from the mirror', async () => {
         name: product.name,
         imageUrl: product.imageUrl,
         marketplaceUrl: product.url,
-        number: fields.get('Number') ?? '',
+        number: fields.get('Number') ?? null,
         rarity: fields.get('Rarity') ?? '',
         productType: sealed ? 'Sealed Products' : 'Cards',
         productStatusId: product.presaleInfo.isPresale ? 20 : 1,
@@ -119,7 +122,7 @@ describe('a first load from the mirror', async () => {
     }
     expect((await cardOf(db, SMALL_NOTABLE.presaleProductId))!.productStatusId).toBe(20)
     expect((await cardOf(db, SMALL_NOTABLE.foilOnlyProductId))!.foilOnly).toBe(1)
-    expect((await cardOf(db, SMALL_NOTABLE.unpricedProductId))!.productType).toBe('Sealed Products')
+    expect((await cardOf(db, SMALL_NOTABLE.unpricedProductId))!).toMatchObject({ productType: 'Sealed Products', number: null })
   })
 
   test('extended data is mapped to the contract attribute names per game kind', async () => {

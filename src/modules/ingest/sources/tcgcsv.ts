@@ -198,7 +198,8 @@ export function customAttributes(kind: GameKind, fields: ReadonlyMap<string, str
 function toProduct(row: Row<typeof Product>, kind: GameKind, printings: string[]): SourceProduct {
   const fields = new Map<string, string>()
   for (const field of row.extendedData ?? []) if (field.value !== null && field.value.trim() !== '') fields.set(field.name, plainText(field.value))
-  const number = fields.get('Number') ?? ''
+  // No Number field: no number (sealed products; docs/decisions.md "Sealed products have no number").
+  const number = fields.get('Number') ?? null
   const rarity = fields.get('Rarity') ?? ''
   const sealed = !fields.has('Number') && !fields.has('Rarity')
   return {
