@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { LEADER_LOCK } from '../../src/jobs/leader'
 import { systemClock } from '../../src/shared/clock'
@@ -6,19 +6,16 @@ import { testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, selectRows } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_REDIS_URL } from '../helpers/env'
 import { eventually } from '../helpers/eventually'
-import { type Listening, spawnUntilListening } from '../helpers/process'
+import { type Listening, serverProcesses } from '../helpers/process'
+
+/** Whether a node says, on /ready, that it leads the scheduled jobs. */
+const leads = async (node: Listening) => ((await (await fetch(`${node.url}/ready`)).json()) as any).jobs.leader as boolean
 
 // Two real server processes on one PostgreSQL database. Embedded mode cannot have two nodes (one
 // process owns the data directory), so this runs on PostgreSQL only.
 describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', async () => {
   // Registered before the database's own clean-up, so the servers are gone before it is dropped.
-  const nodes: Listening[] = []
-  afterAll(async () => {
-    for (const node of nodes) {
-      node.child.kill('SIGKILL')
-      await node.child.exited
-    }
-  }, 30_000)
+  const servers = serverProcesses()
   const database = await freshDatabase('seeded')
   // Every game last synced eight days ago, whatever today is: each tier's latest run was missed.
   await database.db.execute(sql`update games set last_synced_at = now() - interval '8 days'`)
@@ -36,10 +33,6 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
     LOG_LEVEL: 'warn',
   }
 
-  const leads = async (node: Listening) => {
-    const response = await fetch(`${node.url}/ready`)
-    return ((await response.json()) as any).jobs.leader as boolean
-  }
   const runs = () =>
     selectRows<{ job: string; outcome: string; n: number }>(
       database.db,
@@ -81,7 +74,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
       `${count} leader checks ${seconds} s after ${since}`,
     )
   // `listening` is logged at info; the servers run at warn otherwise.
-  const start = () => spawnUntilListening(['src/index.ts'], { ...env, LOG_LEVEL: 'info' }).then((node) => (nodes.push(node), node))
+  const start = () => servers.start({ ...env, LOG_LEVEL: 'info' })
 
   test('exactly one leads; the missed syncs run once, not again when the second node starts', async () => {
     const startedAt = systemClock.now()
@@ -115,8 +108,8 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
   }, 120_000)
 
   test('kill -9 the leader: the other node leads within 30 s and runs nothing twice', async () => {
-    const leader = (await leads(nodes[0]!)) ? nodes[0]! : nodes[1]!
-    const follower = leader === nodes[0] ? nodes[1]! : nodes[0]!
+    const leader = (await leads(servers.nodes[0]!)) ? servers.nodes[0]! : servers.nodes[1]!
+    const follower = leader === servers.nodes[0] ? servers.nodes[1]! : servers.nodes[0]!
     expect(await leads(follower)).toBe(false)
     leader.child.kill('SIGKILL')
     await leader.child.exited
@@ -149,13 +142,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
 // leader, which records it interrupted; a leader stopped cleanly records its own run interrupted.
 // Neither is a failure.
 describe.skipIf(!TEST_DATABASE_URL)('runs cut short by a kill or a stop', async () => {
-  const nodes: Listening[] = []
-  afterAll(async () => {
-    for (const node of nodes) {
-      node.child.kill('SIGKILL')
-      await node.child.exited
-    }
-  }, 30_000)
+  const servers = serverProcesses()
   const database = await freshDatabase('seeded')
   const env = {
     PATH: process.env.PATH ?? '',
@@ -168,8 +155,7 @@ describe.skipIf(!TEST_DATABASE_URL)('runs cut short by a kill or a stop', async 
     CONDITION_RECRAWL_PER_MINUTE: '30',
     LOG_LEVEL: 'info',
   }
-  const start = () => spawnUntilListening(['src/index.ts'], env).then((node) => (nodes.push(node), node))
-  const leads = async (node: Listening) => ((await (await fetch(`${node.url}/ready`)).json()) as any).jobs.leader as boolean
+  const start = () => servers.start(env)
   const recrawls = () =>
     selectRows<{ id: number; outcome: string; error: string | null }>(database.db, sql`select id, outcome, error from job_runs where job = 'condition-recrawl' order by id`)
   /** The re-crawl run under way that is not one of `known`: the minute's run of the node leading now. */

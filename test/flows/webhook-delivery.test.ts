@@ -16,7 +16,7 @@ import { fakeClock } from '../helpers/clock'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { eventually } from '../helpers/eventually'
 import { TEST_DATABASE_URL } from '../helpers/env'
-import { type Listening, ROOT, spawnUntilListening } from '../helpers/process'
+import { ROOT, serverProcesses } from '../helpers/process'
 import { type ReceivedRequest, startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { queueDelivery, seedWebhook, TEST_WEBHOOK_KEY, webhookOwner } from '../helpers/webhooks'
 
@@ -506,13 +506,7 @@ describe('who delivers', () => {
 // and the server share one database, which needs PostgreSQL: embedded PGlite is one process's data
 // directory.
 describe.skipIf(!TEST_DATABASE_URL)('the real server as the delivery worker', async () => {
-  const nodes: Listening[] = []
-  afterAll(async () => {
-    for (const node of nodes) {
-      node.child.kill('SIGKILL')
-      await node.child.exited
-    }
-  }, 30_000)
+  const servers = serverProcesses()
   const killed = await freshDatabase('seeded')
   // Nothing is due to sync, so the server does nothing but deliver.
   await killed.db.execute(sql`update games set last_synced_at = now()`)
@@ -531,7 +525,7 @@ describe.skipIf(!TEST_DATABASE_URL)('the real server as the delivery worker', as
     // `listening` is logged at info.
     LOG_LEVEL: 'info',
   }
-  const start = () => spawnUntilListening(['src/index.ts'], env).then((node) => (nodes.push(node), node))
+  const start = () => servers.start(env)
   const statusOf = async (eventId: string) => {
     const [row] = await selectRows<{ status: string; attempts: number; claimed_for_ms: number }>(
       killed.db,

@@ -1,3 +1,4 @@
+import { afterAll } from 'bun:test'
 import { resolve } from 'node:path'
 import { systemClock, withTimeout } from '../../src/shared/clock'
 
@@ -62,4 +63,25 @@ export async function stopProcess(child: ReturnType<typeof Bun.spawn>, graceMs =
   if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
   await withTimeout(systemClock, child.exited, graceMs, () => new Error('no exit')).catch(() => child.kill('SIGKILL'))
   await child.exited
+}
+
+/**
+ * Real servers (`bun src/index.ts`) a describe block starts with `start(env)`: every one is killed
+ * (SIGKILL) after the block. Call it before creating the block's database, so the servers are gone
+ * before the database's own clean-up drops it.
+ */
+export function serverProcesses() {
+  const nodes: Listening[] = []
+  afterAll(async () => {
+    for (const node of nodes) {
+      node.child.kill('SIGKILL')
+      await node.child.exited
+    }
+  }, 30_000)
+  const start = async (env: Record<string, string | undefined>) => {
+    const node = await spawnUntilListening(['src/index.ts'], env)
+    nodes.push(node)
+    return node
+  }
+  return { nodes, start }
 }

@@ -244,10 +244,16 @@ export async function exportSet(
   return { filename, stream, contentType }
 }
 
+/** The tier's resolve item limit when `items` exceed it (a tier without resolve has none to spare); undefined within it. */
+function exceededItemLimit(tier: Tier, items: number): number | undefined {
+  const limit = TIER_POLICY[tier].resolve?.maxItems ?? 0
+  return items > limit ? limit : undefined
+}
+
 /** The item limit and credits of a resolve on this tier: 400 over the limit. */
 function checkResolveItems(tier: Tier, items: number, field: string) {
-  const limit = TIER_POLICY[tier].resolve!.maxItems
-  if (items > limit) {
+  const limit = exceededItemLimit(tier, items)
+  if (limit !== undefined) {
     const message = `must hold at most ${limit} items on the ${TIER_POLICY[tier].label} tier`
     throw new AppError('INVALID_PARAMETER', `Invalid body: '${field}' ${message} (got ${items})`, [{ field, message }])
   }
@@ -268,7 +274,7 @@ export function resolveCost(field: 'ids' | 'names') {
   return ({ body, tier }: { body: unknown; tier: Tier }) => {
     if (!schema.Check(body)) return 1
     const items = (body as Record<typeof field, unknown[]>)[field].length
-    return items <= (TIER_POLICY[tier].resolve?.maxItems ?? 0) ? resolveCredits(tier, items) : 1
+    return exceededItemLimit(tier, items) === undefined ? resolveCredits(tier, items) : 1
   }
 }
 
