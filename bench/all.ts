@@ -11,12 +11,18 @@
  * dies before reporting gets a FAIL row with its exit code. Exits 1 if any budget failed.
  *
  * The benches read their own environment variables (bench/README.md), passed on unchanged.
+ *
+ * The rows also go to bench/results.md (BENCH_RESULTS_MARKDOWN names another file), one section per
+ * bench with its date and machine: a run of some benches replaces their sections and keeps the
+ * others', so the file always holds each bench's latest result and says where it came from.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os'
 import { join } from 'node:path'
+import Redis from 'ioredis'
+import postgres from 'postgres'
 import { ROOT } from '../test/helpers/process'
-import { type BudgetRow, budgetTable } from './report'
+import { type BudgetRow, budgetTable, mergeResults, type ResultSection } from './report'
 
 interface Bench {
   /** The file is bench/<name>.bench.ts. */
@@ -54,6 +60,67 @@ const BENCHES: Bench[] = [
 
 const benchFile = (bench: Bench) => `bench/${bench.name}.bench.ts`
 
+/** PostgreSQL's version from the server the benches use (its maintenance database), or why not. */
+async function postgresVersion(databaseUrl: string): Promise<string> {
+  const url = new URL(databaseUrl)
+  url.pathname = '/postgres'
+  const client = postgres(url.toString(), { max: 1, connect_timeout: 3, onnotice: () => {} })
+  try {
+    const [row] = (await client`show server_version`) as unknown as [{ server_version: string }]
+    return `PostgreSQL ${row.server_version.split(' ')[0]}`
+  } catch {
+    return 'PostgreSQL unreachable'
+  } finally {
+    await client.end({ timeout: 1 })
+  }
+}
+
+async function redisVersion(redisUrl: string): Promise<string> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3_000 })
+  try {
+    await redis.connect()
+    const version = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1]
+    return `Redis ${version ?? 'of unknown version'}`
+  } catch {
+    return 'Redis unreachable'
+  } finally {
+    redis.disconnect()
+  }
+}
+
+function osName(): string {
+  const osRelease = existsSync('/etc/os-release') ? readFileSync('/etc/os-release', 'utf8') : ''
+  const pretty = /^PRETTY_NAME="?([^"\n]*)"?$/m.exec(osRelease)?.[1] ?? process.platform
+  return `${pretty} (kernel ${release()})`
+}
+
+/**
+ * What a result was measured on, in one line: CPU model and count, memory, OS, Bun, and the
+ * PostgreSQL and Redis the benches use. Read once per run; the load average is added per bench.
+ */
+async function describeMachine(options: { databaseUrl: string; redisUrl: string }): Promise<string> {
+  const cpu = cpus()
+  const [pg, redis] = await Promise.all([postgresVersion(options.databaseUrl), redisVersion(options.redisUrl)])
+  const memoryGiB = (totalmem() / 2 ** 30).toFixed(0)
+  return `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${memoryGiB} GiB, ${osName()}, Bun ${Bun.version}, ${pg}, ${redis}`
+}
+
+/** The 1, 5 and 15 minute load averages now, as `load average 0.40 / 0.52 / 0.61`. */
+const loadAverage = () =>
+  `load average ${loadavg()
+    .map((load) => load.toFixed(2))
+    .join(' / ')}`
+
+const RESULTS_MARKDOWN = process.env.BENCH_RESULTS_MARKDOWN ?? join(ROOT, 'bench/results.md')
+
+const RESULTS_HEADER = `# Benchmark results
+
+Each bench's latest budget rows, written by \`npm run bench:all\` (bench/all.ts): running some
+benches replaces their sections and keeps the others', each with the date and machine it was
+measured on. How the benches measure and what the budgets are: [README.md](README.md). Detail
+tables print only with a run; where time goes is in [profiles.md](profiles.md).
+`
+
 const args = process.argv.slice(2)
 if (args.includes('--list')) {
   console.log('| bench | file | PostgreSQL catalog | Redis (BENCH_REDIS_URL) |')
@@ -80,9 +147,15 @@ function reportedRows(file: string): BudgetRow[] {
 // One file per bench, so a bench that dies is told apart from one that reported.
 const resultsDir = mkdtempSync(join(tmpdir(), 'tcg-bench-all-'))
 const rows: BudgetRow[] = []
+const sections: ResultSection[] = []
+const machine = await describeMachine({
+  databaseUrl: process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench',
+  redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
+})
 try {
   for (const bench of selected) {
     console.error(`\n=== ${bench.name} (${benchFile(bench)}) ===`)
+    const section: ResultSection = { bench: bench.name, date: new Date().toISOString(), machine: `${machine}; ${loadAverage()} at its start`, rows: [] }
     const resultsFile = join(resultsDir, `${bench.name}.jsonl`)
     const started = performance.now()
     const child = Bun.spawn([process.execPath, benchFile(bench)], {
@@ -95,10 +168,10 @@ try {
     const ended = child.signalCode ? `signal ${child.signalCode}` : `code ${exitCode}`
     console.error(`=== ${bench.name}: exited with ${ended} after ${((performance.now() - started) / 1000).toFixed(0)} s ===`)
     const reported = reportedRows(resultsFile)
-    rows.push(...reported)
+    section.rows.push(...reported)
     // A non-zero exit must show as a failure even when every row it managed to report passed.
     if (exitCode !== 0 && !reported.some((row) => row.pass === false)) {
-      rows.push({
+      section.rows.push({
         bench: bench.name,
         measure: reported.length === 0 ? 'the run, which ended before reporting any budget' : 'the run, after reporting its budgets',
         value: `exited with ${ended}`,
@@ -106,6 +179,8 @@ try {
         pass: false,
       })
     }
+    rows.push(...section.rows)
+    sections.push(section)
   }
 } finally {
   rmSync(resultsDir, { recursive: true, force: true })
@@ -113,4 +188,15 @@ try {
 
 console.log(`\n## Every budget (${selected.map((bench) => bench.name).join(', ')})\n`)
 console.log(budgetTable(rows))
+const previous = existsSync(RESULTS_MARKDOWN) ? readFileSync(RESULTS_MARKDOWN, 'utf8') : ''
+writeFileSync(
+  RESULTS_MARKDOWN,
+  mergeResults(
+    previous,
+    sections,
+    BENCHES.map((bench) => bench.name),
+    RESULTS_HEADER,
+  ),
+)
+console.log(`\n${sections.map((section) => section.bench).join(', ')}: written to ${RESULTS_MARKDOWN}`)
 process.exit(rows.some((row) => row.pass === false) ? 1 : 0)

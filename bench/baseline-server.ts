@@ -2,6 +2,7 @@
 // `.paths.json` file ({ "/path?query": body }), with each path's own body, so a scenario whose
 // responses differ in size is measured against the same bytes.
 export {}
+
 const [file = '', port = '0'] = process.argv.slice(2)
 const headers = { 'content-type': 'application/json' }
 let fetch: (request: Request) => Response

@@ -46,7 +46,7 @@ if (layer === 'elysia') {
   // The body as a kept head and its last bytes as a tail, so the copy below sends the same bytes.
   const head = Buffer.from(body.subarray(0, -32))
   const tail = Buffer.from(body.subarray(-32)).toString('latin1')
-  // Beside the repeat routes, before listen reads them: a repeat answer's six headers, fixed; and
+  // Beside the hot routes, before listen reads them: a repeat answer's six headers, fixed; and
   // the same plus what no keyed repeat can skip (its URL and key read, the body copied with a tail).
   base.config.serve.routes['/bench/answer'] = { GET: () => new Response(body, { headers: answerHeaders() }) }
   base.config.serve.routes['/bench/unavoidable'] = {

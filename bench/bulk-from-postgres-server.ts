@@ -4,7 +4,7 @@
  * no Elysia) answering `GET /v1/bulk/prices?ids=1,2,3` with one prepared statement through
  * postgres.js (10 connections): per card its primary printing's market_price, low_price,
  * price_change_24h and last_updated_at, and the first foil-type printing's market_price, in the
- * order asked (DESIGN decision 3's printing order, as `printingRank` in src/modules/catalog/repo.ts
+ * order asked (the printing order of docs/adr/0011-primary-printing.md, as `printingRank` in src/modules/catalog/repo.ts
  * and PRIMARY_PRINTING_FIRST in test/helpers/db.ts). Ids that name no card are left out.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large bun bench/bulk-from-postgres-server.ts [port]
@@ -28,7 +28,7 @@ const BULK_PRICES = `
 select c.id as card_id, p.market_price, p.low_price, f.market_price as foil_market_price, p.price_change_24h, p.last_updated_at
 from cards c
 join games g on g.id = c.game_id
--- An inner join: a card without prices has no row, as the service answers (docs/decisions.md "Bulk price rows and \`ids\` lists").
+-- An inner join: a card without prices has no row, as the service answers (docs/adr/0047-bulk-price-rows-and-ids-lists.md).
 join lateral (
   select cp.market_price, cp.low_price, cp.price_change_24h, cp.last_updated_at
   from card_prices cp where cp.card_id = c.id order by ${rank} limit 1

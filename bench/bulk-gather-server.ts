@@ -10,10 +10,11 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large bun bench/bulk-gather-server.ts [port]
  */
 import { openPostgres } from '../src/db/client'
-import { bytesResponse, snapshotEtag } from '../src/modules/prices/respond'
+import { snapshotEtag } from '../src/modules/prices/respond'
 import { bulkPrices } from '../src/modules/prices/service'
 import { loadSnapshotSource } from '../src/modules/snapshot/repo'
 import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
+import { bytesResponse } from '../src/shared/bun-workarounds'
 
 const port = Number(process.argv[2] ?? 0)
 const database = await openPostgres(process.env.DATABASE_URL!, { max: 2 })

@@ -1,6 +1,6 @@
 /**
- * Key-guarded, Postgres-backed catalog reads on the `large` demo catalog (204,431 cards; DESIGN
- * judges search on a catalog of 100k cards or more): `GET /v1/cards/:id` and
+ * Key-guarded, Postgres-backed catalog reads on the `large` demo catalog (204,431 cards; the search
+ * budget is for a catalog of 100k cards or more, bench/README.md "Budgets"): `GET /v1/cards/:id` and
  * `GET /v1/cards/:id/history` (across many ids) and `GET /v1/search` (exact names, misspellings and
  * prefixes), through the real service with the Redis quota store, against a bare Bun.serve sending
  * a body of the same size, each in its own process, loaded by autocannon from this one, in the
@@ -43,9 +43,9 @@ const searches = names.flatMap((name) => {
 })
 
 /**
- * Budgets as data (DESIGN section 6). Card and history reads are judged at 50 connections, as DESIGN says.
- * DESIGN gives search no concurrency: it is judged at 10 connections, and also measured, without a
- * budget, at 50, where 2 cores are saturated and the latency is the queue (see bench/README.md).
+ * Budgets as data (bench/README.md "Budgets"). Card and history reads are judged at 50 connections, as the budget says.
+ * The search budget names no concurrency: it is judged at 10 connections, and also measured, without a
+ * budget, at 50, where 2 cores are saturated and the latency is the queue (see bench/profiles.md).
  */
 const searchPaths = searches.map((q) => `/v1/search?q=${encodeURIComponent(q)}`)
 const SCENARIOS: { name: string; paths: string[]; connections: number; p99Ms?: number }[] = [

@@ -53,7 +53,7 @@ const CACHED_CARDS = 500
 const LIVE_PER_ACCOUNT = 500
 if (LIVE_PER_ACCOUNT > TIER_POLICY.business.liveRefreshesPerDay) throw new Error('LIVE_PER_ACCOUNT exceeds the business live refresh allowance')
 if (CACHED_REQUESTS + CACHED_WARMUP > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
-/** DESIGN section 6. */
+/** bench/README.md "Budgets". */
 const LIVE_P99_MS = 300
 const CACHED_P99_MS = 20
 

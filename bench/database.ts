@@ -78,7 +78,7 @@ export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPr
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU accounting, from /proc (DESIGN section 6 judges ratios on CPU time per request)
+// CPU accounting, from /proc (bench/README.md "Budgets" judges ratios on CPU time per request)
 
 const TICKS_PER_SECOND = 100
 

@@ -2,7 +2,7 @@
  * The quickstart's first start: `npm start` (`bun src/index.ts`) with nothing configured, into an
  * empty data directory, so the service creates its embedded PGlite database, migrates it, seeds
  * the default `small` demo catalog with its history and starts serving. Timed from the spawn to the
- * first answered `GET /v1/games`. DESIGN section 6: serving within 60 s.
+ * first answered `GET /v1/games`. bench/README.md "Budgets": serving within 60 s.
  *
  *   bun bench/first-start.bench.ts
  *

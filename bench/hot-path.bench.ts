@@ -1,5 +1,5 @@
 /**
- * The hot paths judged as DESIGN section 6 says: server CPU time per request (user + system, from
+ * The hot paths judged as bench/README.md "Budgets" says: server CPU time per request (user + system, from
  * /proc/<pid>/stat) against a yardstick's, with wrk's throughput beside it. Every server runs in
  * its own process; the service runs as in production (`src/index.ts`, PostgreSQL and the Redis
  * quota store). Yardstick and service runs alternate, and the median round's ratio is judged.
@@ -25,7 +25,7 @@ import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { type Listening, spawnUntilListening } from '../test/helpers/process'
 import { benchAccounts, prepareBenchDatabase, spawnBenchService } from './database'
-import { type BenchRequest, combineRuns, keyedRequests, keyHeaders, load, type LoadRun, wrkInstalled } from './load'
+import { type BenchRequest, combineRuns, keyedRequests, keyHeaders, type LoadRun, load, wrkInstalled } from './load'
 import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench'
@@ -58,9 +58,9 @@ const bulkPaths = Array.from({ length: BULK_LISTS }, (_, i) => {
   const ids = Array.from({ length: BULK_IDS }, (_, j) => bulkIds[(i * BULK_IDS + j) % bulkIds.length]!)
   return `/v1/bulk/prices?ids=${[...new Set(ids)].join(',')}`
 })
-const [{ slug: bigGame }] = (await select<{ slug: string }>(
-  sql`select g.slug from games g join cards c on c.game_id = g.id group by g.slug order by count(*) desc limit 1`,
-)) as [{ slug: string }]
+const [{ slug: bigGame }] = (await select<{ slug: string }>(sql`select g.slug from games g join cards c on c.game_id = g.id group by g.slug order by count(*) desc limit 1`)) as [
+  { slug: string },
+]
 const moverPaths = [
   '/v1/prices/top-movers?period=24h',
   '/v1/prices/top-movers?period=7d&direction=down',
@@ -219,7 +219,14 @@ try {
         const runs: LoadRun[] = []
         for (let second = 0; second < seconds; second++) {
           const key = await accounts.freshKey()
-          runs.push(await run(service, scenario.paths.map((path) => ({ path, headers: keyHeaders(key) })), 1, HOT_REQUESTS))
+          runs.push(
+            await run(
+              service,
+              scenario.paths.map((path) => ({ path, headers: keyHeaders(key) })),
+              1,
+              HOT_REQUESTS,
+            ),
+          )
         }
         return combineRuns(runs)
       }

@@ -1,5 +1,5 @@
 /**
- * Load generation judged on the server's own CPU (DESIGN section 6): a run sends requests from a
+ * Load generation judged on the server's own CPU (bench/README.md "Budgets"): a run sends requests from a
  * list (each its own path and headers, cycled) at a fixed concurrency and reads the server
  * process's user + system CPU time from /proc around it, so a ratio between two servers is CPU per
  * request, whatever the client could push. wrk (Debian package `wrk`) when it is installed, since
@@ -113,10 +113,10 @@ async function runWrk(options: LoadOptions): Promise<ClientRun> {
   const perThread = options.maxRequests === undefined ? undefined : Math.ceil(options.maxRequests / WRK_THREADS)
   await Bun.write(script, wrkScript(options.requests, perThread))
   try {
-    const child = Bun.spawn(
-      [wrkInstalled()!, `-t${WRK_THREADS}`, `-c${options.connections}`, `-d${options.seconds}s`, '--timeout', '5s', '-s', script, options.url],
-      { stdout: 'pipe', stderr: 'pipe' },
-    )
+    const child = Bun.spawn([wrkInstalled()!, `-t${WRK_THREADS}`, `-c${options.connections}`, `-d${options.seconds}s`, '--timeout', '5s', '-s', script, options.url], {
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
     const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
     const line = /^WRK (.*)$/m.exec(out)?.[1]
     if (code !== 0 || line === undefined) throw new Error(`wrk failed (${code}): ${err}${out}`)

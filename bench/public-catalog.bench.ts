@@ -19,7 +19,7 @@ const CONNECTIONS = 50
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
 const WARMUP_SECONDS = 2
 
-/** Budgets as data (DESIGN section 6: Postgres-backed reads p99 ≤ 20 ms at 50 connections). */
+/** Budgets as data (bench/README.md "Budgets": Postgres-backed reads p99 ≤ 20 ms at 50 connections). */
 const SCENARIOS = [
   { name: 'GET /v1/games', path: '/v1/games?per_page=50', p99Ms: 20 },
   { name: 'GET /v1/games/:slug/sets', path: '/v1/games/pokemon/sets', p99Ms: 20 },
@@ -63,7 +63,9 @@ try {
   app.child.kill()
 }
 const tool = wrkInstalled() ? 'wrk, 1 thread' : 'autocannon (client-bound: install wrk)'
-console.log(`\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, ${tool}, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, latency in ms\n`)
+console.log(
+  `\n${cpus().length} cores (${cpus()[0]?.model}), ${Math.round(totalmem() / 2 ** 30)} GiB, Bun ${Bun.version}, ${tool}, ${CONNECTIONS} connections, ${SECONDS} s after ${WARMUP_SECONDS} s warm-up, latency in ms\n`,
+)
 console.log('| path | p50 | p99 | req/s | bare Bun.serve req/s | server CPU µs/request, ours / bare | CPU ratio |')
 console.log('|---|---|---|---|---|---|---|')
 for (const row of rows) console.log(row)

@@ -16,7 +16,7 @@
  *
  * autocannon runs in this process, on the same cores as the service, the yardstick, PostgreSQL and
  * Redis (2 cores on every machine it has run on): req/s is bounded by autocannon as much as by the
- * server, so servers are compared on their CPU time per request (DESIGN section 6), reported here;
+ * server, so servers are compared on their CPU time per request (bench/README.md "Budgets"), reported here;
  * bench/hot-path.bench.ts judges those budgets, with wrk.
  */
 import { readFileSync, rmSync } from 'node:fs'
@@ -26,7 +26,7 @@ import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { spawnUntilListening } from '../test/helpers/process'
 import { benchAccounts, prepareBenchDatabase, spawnBenchService } from './database'
-import { keyedRequests, loadCount, type LoadRun } from './load'
+import { keyedRequests, type LoadRun, loadCount } from './load'
 import { type BudgetRow, reportBudgets } from './report'
 
 const DATABASE_URL = process.env.BENCH_LARGE_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_large'
@@ -45,7 +45,7 @@ const CONNECTIONS = 50
 /** Alternating yardstick and service runs per scenario; the budget is judged on the median round. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 if (Math.max(REQUESTS, WARMUP_REQUESTS) > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
-/** DESIGN section 6: snapshot rebuild for 500k printings ≤ 3 s, RSS ≤ 600 MB. */
+/** bench/README.md "Budgets": snapshot rebuild for 500k printings ≤ 3 s, RSS ≤ 600 MB. */
 const BUILD_BUDGET_MS = 3_000
 const BUILD_BUDGET_PRINTINGS = 500_000
 const RSS_BUDGET_MB = 600
@@ -81,7 +81,7 @@ const moverPaths = [
 ]
 
 /**
- * Budgets as data (DESIGN section 6), all at 50 connections. Every scenario with a yardstick also
+ * Budgets as data (bench/README.md "Budgets"), all at 50 connections. Every scenario with a yardstick also
  * reports the service's req/s over the yardstick's, in the same run.
  */
 interface Scenario {
@@ -237,7 +237,7 @@ try {
   await database.close()
 }
 
-// Snapshot build, judged by linear extrapolation from this catalog's printings to DESIGN's 500k.
+// Snapshot build, judged by linear extrapolation from this catalog's printings to the budget's 500k.
 const built = snapshot!
 const printings = built.prices
 const buildMs = built.build_ms
@@ -268,7 +268,7 @@ budgets.unshift(
   },
   {
     // The peak, not what is left once the build's garbage is collected: the budget bounds the
-    // memory a machine must have, here at this catalog's printings (DESIGN's is for 500k).
+    // memory a machine must have, here at this catalog's printings (the budget's is for 500k).
     bench: 'snapshot',
     measure: `service peak RSS through its start and the snapshot build, ${printings} printings (VmHWM at /ready)`,
     value: `${mb(afterBuild.peak)} (${mb(afterBuild.rss)} once built)`,

@@ -1,5 +1,5 @@
 /**
- * Seeding and the daily sync on the `large` demo catalog, on PostgreSQL, against DESIGN section 6:
+ * Seeding and the daily sync on the `large` demo catalog, on PostgreSQL, against bench/README.md "Budgets":
  * seeding every game with its history from 2025-03-02 ≤ 5 min; then, the next day, the daily sync
  * of every game with the price snapshot rebuilt after it ≤ 60 s and peak RSS ≤ 1 GB.
  *
@@ -19,11 +19,10 @@ import { type SyncSummary, syncGames } from '../src/modules/ingest/service'
 import { createDemoSource } from '../src/modules/ingest/sources/demo'
 import { loadSnapshotSource } from '../src/modules/snapshot/repo'
 import { PriceSnapshot } from '../src/modules/snapshot/snapshot'
-import { addDays, utcDate } from '../src/shared/clock'
+import { addDays, clockWithWall, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { describeCpu, measurePhase, memoryMb } from './phase'
 import { type BudgetRow, reportBudgets } from './report'
-import { clockWithWall } from '../src/shared/clock'
 
 const DATABASE_URL = process.env.BENCH_SYNC_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/tcg_bench_sync'
 const SCALE = 'large'
@@ -37,7 +36,6 @@ const RSS_BUDGET_MB = 1024
 const today = utcDate(new Date())
 const seedInstant = new Date(`${addDays(today, -1)}T12:00:00.000Z`)
 const syncInstant = new Date(`${today}T12:00:00.000Z`)
-
 
 const url = new URL(DATABASE_URL)
 const name = url.pathname.slice(1)
@@ -54,11 +52,13 @@ try {
   await database.migrate()
   const logger = createLogger('warn')
   let last = performance.now()
-  const progress = (label: string) => ({ game, done, total }: { game: string; done: number; total: number }) => {
-    const now = performance.now()
-    console.error(`  ${label} ${done}/${total} ${game} ${((now - last) / 1000).toFixed(1)} s`)
-    last = now
-  }
+  const progress =
+    (label: string) =>
+    ({ game, done, total }: { game: string; done: number; total: number }) => {
+      const now = performance.now()
+      console.error(`  ${label} ${done}/${total} ${game} ${((now - last) / 1000).toFixed(1)} s`)
+      last = now
+    }
   const failures = (summary: SyncSummary) => {
     if (summary.failed > 0) throw new Error(`${summary.failed} games failed: ${summary.games.find((g) => g.error)?.error}`)
     return summary

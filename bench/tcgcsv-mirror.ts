@@ -12,8 +12,8 @@
 import {
   type ExtendedField,
   extended,
-  productRow,
   priceOnDay,
+  productRow,
   TCGCSV_BASE_DATE,
   type TcgcsvCategory,
   type TcgcsvExtendedData,
@@ -65,18 +65,60 @@ const MID: readonly (readonly [number, string, number, Range, number])[] = [
 ]
 
 const MINOR_NAMES: readonly string[] = [
-  'Sorcery: Contested Realm', 'Grand Archive TCG', 'Union Arena', 'MetaZoo', 'Universus', 'KeyForge', 'Shadowverse: Evolve',
-  'Battle Spirits Saga', 'Alpha Clash', 'Gate Ruler', 'Star Wars Destiny', 'Transformers TCG', 'WoW TCG', 'Akora',
-  'Gundam Card Game', 'Riftbound', 'Altered', 'Elestrals', 'Bakugan TCG', 'Dragoborne', 'Lightseekers', 'Argent Saga',
-  'Zombie World Order', 'Chrono Clash System', 'Exodus TCG', 'Hololive OCG', 'Godzilla Card Game', 'Build Divide',
-  'WIXOSS', 'Battle Scenes', 'Duel Masters', 'Future Card Buddyfight', 'Legend of the Five Rings', 'Vampire: The Eternal Struggle',
-  'Android: Netrunner', 'Neopets Battledome', 'Warlord: Saga of the Storm', 'Vs. System 2PCG', 'Dice Masters',
-  'Munchkin CCG', 'Star Trek CCG', 'Hearthstone Heroes', 'Kryptik TCG',
+  'Sorcery: Contested Realm',
+  'Grand Archive TCG',
+  'Union Arena',
+  'MetaZoo',
+  'Universus',
+  'KeyForge',
+  'Shadowverse: Evolve',
+  'Battle Spirits Saga',
+  'Alpha Clash',
+  'Gate Ruler',
+  'Star Wars Destiny',
+  'Transformers TCG',
+  'WoW TCG',
+  'Akora',
+  'Gundam Card Game',
+  'Riftbound',
+  'Altered',
+  'Elestrals',
+  'Bakugan TCG',
+  'Dragoborne',
+  'Lightseekers',
+  'Argent Saga',
+  'Zombie World Order',
+  'Chrono Clash System',
+  'Exodus TCG',
+  'Hololive OCG',
+  'Godzilla Card Game',
+  'Build Divide',
+  'WIXOSS',
+  'Battle Scenes',
+  'Duel Masters',
+  'Future Card Buddyfight',
+  'Legend of the Five Rings',
+  'Vampire: The Eternal Struggle',
+  'Android: Netrunner',
+  'Neopets Battledome',
+  'Warlord: Saga of the Storm',
+  'Vs. System 2PCG',
+  'Dice Masters',
+  'Munchkin CCG',
+  'Star Trek CCG',
+  'Hearthstone Heroes',
+  'Kryptik TCG',
 ]
 
 function categoryPlans(seed: number): CategoryPlan[] {
   const mid = MID.map(([categoryId, name, groupCount, cards, since]) => ({
-    categoryId, name, displayName: name, kind: 'other' as const, groupCount, cards, since,
+    categoryId,
+    name,
+    displayName: name,
+    kind: 'other' as const,
+    groupCount,
+    cards,
+    since,
   }))
   const used = new Set([...MAJOR, ...mid].map((plan) => plan.categoryId))
   let nextId = 4
@@ -84,7 +126,10 @@ function categoryPlans(seed: number): CategoryPlan[] {
     while (used.has(nextId)) nextId++
     used.add(nextId)
     return {
-      categoryId: nextId, name, displayName: name, kind: 'other' as const,
+      categoryId: nextId,
+      name,
+      displayName: name,
+      kind: 'other' as const,
       groupCount: 3 + Math.floor(unitOf(seed, 'minor-groups', nextId) * 28),
       cards: [20, 140] as const,
       since: 2000 + Math.floor(unitOf(seed, 'minor-since', nextId) * 22),
@@ -165,7 +210,16 @@ const POKEMON_SPECIES = words(`
 `)
 const POKEMON_TYPES = words('Grass Fire Water Lightning Psychic Fighting Darkness Metal Colorless Dragon')
 const TYPE_LETTERS: Record<string, string> = {
-  Grass: 'G', Fire: 'R', Water: 'W', Lightning: 'L', Psychic: 'P', Fighting: 'F', Darkness: 'D', Metal: 'M', Colorless: 'C', Dragon: 'N',
+  Grass: 'G',
+  Fire: 'R',
+  Water: 'W',
+  Lightning: 'L',
+  Psychic: 'P',
+  Fighting: 'F',
+  Darkness: 'D',
+  Metal: 'M',
+  Colorless: 'C',
+  Dragon: 'N',
 }
 const ATTACK_NAMES = words('Tackle Ember Surf Thunderbolt Psybeam Slash Bite Headbutt Gust Crunch Flamethrower Hydro Blast Quake')
 const YUGIOH_TYPES = words('Dragon Spellcaster Warrior Fiend Machine Fairy Beast Zombie Aqua Pyro Cyberse Wyrm Psychic Insect')
@@ -205,15 +259,38 @@ interface Rarity {
 
 const RARITIES: Record<Kind, readonly Weighted<Rarity>[]> = {
   pokemon: [
-    ['Common', 40, 0], ['Uncommon', 28, 1], ['Rare', 12, 2], ['Holo Rare', 8, 3], ['Double Rare', 5, 3], ['Ultra Rare', 3, 4],
-    ['Illustration Rare', 2.5, 4], ['Special Illustration Rare', 1, 5], ['Hyper Rare', 0.5, 5],
+    ['Common', 40, 0],
+    ['Uncommon', 28, 1],
+    ['Rare', 12, 2],
+    ['Holo Rare', 8, 3],
+    ['Double Rare', 5, 3],
+    ['Ultra Rare', 3, 4],
+    ['Illustration Rare', 2.5, 4],
+    ['Special Illustration Rare', 1, 5],
+    ['Hyper Rare', 0.5, 5],
   ].map(rarityOf),
-  magic: [['C', 45, 0], ['U', 30, 1], ['R', 18, 3], ['M', 7, 4]].map(rarityOf),
+  magic: [
+    ['C', 45, 0],
+    ['U', 30, 1],
+    ['R', 18, 3],
+    ['M', 7, 4],
+  ].map(rarityOf),
   yugioh: [
-    ['Common', 45, 0], ['Rare', 18, 1], ['Super Rare', 15, 2], ['Ultra Rare', 12, 3], ['Secret Rare', 7, 4],
-    ['Quarter Century Secret Rare', 2, 5], ['Starlight Rare', 1, 5],
+    ['Common', 45, 0],
+    ['Rare', 18, 1],
+    ['Super Rare', 15, 2],
+    ['Ultra Rare', 12, 3],
+    ['Secret Rare', 7, 4],
+    ['Quarter Century Secret Rare', 2, 5],
+    ['Starlight Rare', 1, 5],
   ].map(rarityOf),
-  other: [['Common', 45, 0], ['Uncommon', 25, 1], ['Rare', 18, 2], ['Super Rare', 8, 3], ['Secret Rare', 4, 5]].map(rarityOf),
+  other: [
+    ['Common', 45, 0],
+    ['Uncommon', 25, 1],
+    ['Rare', 18, 2],
+    ['Super Rare', 8, 3],
+    ['Secret Rare', 4, 5],
+  ].map(rarityOf),
 }
 
 function rarityOf([name, weight, tier]: readonly (string | number)[]): Weighted<Rarity> {
@@ -238,12 +315,22 @@ function printingsOf(kind: Kind, rarity: Rarity, vintage: boolean, unit: number)
 }
 
 const PRINTING_PREMIUM: Readonly<Record<string, number>> = {
-  Foil: 1.8, Holofoil: 1.4, 'Reverse Holofoil': 1.2, '1st Edition': 2.2, '1st Edition Holofoil': 4, Limited: 0.8,
+  Foil: 1.8,
+  Holofoil: 1.4,
+  'Reverse Holofoil': 1.2,
+  '1st Edition': 2.2,
+  '1st Edition Holofoil': 4,
+  Limited: 0.8,
 }
 
 /** Log-normal market price per rarity tier: median USD and spread in log space. */
 const TIER_PRICES: readonly (readonly [median: number, sigma: number])[] = [
-  [0.1, 0.5], [0.25, 0.6], [1, 0.8], [3.5, 0.9], [12, 0.8], [40, 0.9],
+  [0.1, 0.5],
+  [0.25, 0.6],
+  [1, 0.8],
+  [3.5, 0.9],
+  [12, 0.8],
+  [40, 0.9],
 ]
 
 interface Sealed {
@@ -253,10 +340,28 @@ interface Sealed {
 }
 
 const SEALED: Record<Kind, readonly Sealed[]> = {
-  pokemon: [{ suffix: 'Booster Box', price: 160 }, { suffix: 'Elite Trainer Box', price: 55 }, { suffix: 'Booster Pack', price: 5 }, { suffix: 'Booster Box Case', price: 950 }],
-  magic: [{ suffix: 'Play Booster Box', price: 110 }, { suffix: 'Collector Booster Display', price: 260 }, { suffix: 'Bundle', price: 45 }, { suffix: 'Play Booster Box Case', price: 640 }],
-  yugioh: [{ suffix: 'Booster Box', price: 75 }, { suffix: 'Booster Pack', price: 3.5 }, { suffix: 'Booster Box Case', price: 800 }],
-  other: [{ suffix: 'Booster Box', price: 90 }, { suffix: 'Booster Pack', price: 4 }, { suffix: 'Starter Deck', price: 15 }],
+  pokemon: [
+    { suffix: 'Booster Box', price: 160 },
+    { suffix: 'Elite Trainer Box', price: 55 },
+    { suffix: 'Booster Pack', price: 5 },
+    { suffix: 'Booster Box Case', price: 950 },
+  ],
+  magic: [
+    { suffix: 'Play Booster Box', price: 110 },
+    { suffix: 'Collector Booster Display', price: 260 },
+    { suffix: 'Bundle', price: 45 },
+    { suffix: 'Play Booster Box Case', price: 640 },
+  ],
+  yugioh: [
+    { suffix: 'Booster Box', price: 75 },
+    { suffix: 'Booster Pack', price: 3.5 },
+    { suffix: 'Booster Box Case', price: 800 },
+  ],
+  other: [
+    { suffix: 'Booster Box', price: 90 },
+    { suffix: 'Booster Pack', price: 4 },
+    { suffix: 'Starter Deck', price: 15 },
+  ],
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -321,9 +426,7 @@ class LargeMirror implements TcgcsvMirror {
   prices(groupId: number, date: string): TcgcsvPrice[] | undefined {
     const group = this.groupPlanOf(groupId)
     if (!group) return undefined
-    return this.productPlans(group).flatMap((product) =>
-      product.priced ? product.printings.map((printing) => priceOnDay(this.basePrice(group, product, printing), date)) : [],
-    )
+    return this.productPlans(group).flatMap((product) => (product.priced ? product.printings.map((printing) => priceOnDay(this.basePrice(group, product, printing), date)) : []))
   }
 
   groupOfProduct(productId: number): number | undefined {
@@ -366,9 +469,10 @@ class LargeMirror implements TcgcsvMirror {
     const supplemental = unitOf(seed, 'supplemental', groupId) < 0.15
     const base = uniqueSetName(n)
     const name = nameOfGroup(category, n, base, supplemental)
-    const modifiedDay = day > BASE_DAY - 3
-      ? BASE_DAY - 2 - Math.floor(unitOf(seed, 'presale-modified', groupId) * 20)
-      : Math.min(BASE_DAY - 3, day + 30 + Math.floor(unitOf(seed, 'modified', groupId) * 400))
+    const modifiedDay =
+      day > BASE_DAY - 3
+        ? BASE_DAY - 2 - Math.floor(unitOf(seed, 'presale-modified', groupId) * 20)
+        : Math.min(BASE_DAY - 3, day + 30 + Math.floor(unitOf(seed, 'modified', groupId) * 400))
     const [min, max] = category.cards
     const span = supplemental ? Math.max(1, Math.round((max - min) / 4)) : max - min
     const sealedCount = supplemental ? 0 : 2 + Math.floor(unitOf(seed, 'sealed-count', groupId) * (SEALED[category.kind].length - 1))
@@ -399,7 +503,10 @@ class LargeMirror implements TcgcsvMirror {
       const productId = group.row.groupId * PRODUCTS_PER_GROUP + card + 1
       const rarity = weightedOf(RARITIES[kind], unitOf(seed, 'rarity', productId))
       plans.push({
-        productId, card, sealed: null, rarity,
+        productId,
+        card,
+        sealed: null,
+        rarity,
         printings: printingsOf(kind, rarity, group.vintage, unitOf(seed, 'printings', productId)),
         priced: unitOf(seed, 'priced', productId) >= UNPRICED_SHARE,
       })
@@ -407,7 +514,9 @@ class LargeMirror implements TcgcsvMirror {
     group.sealed.forEach((sealed, index) => {
       plans.push({
         productId: group.row.groupId * PRODUCTS_PER_GROUP + group.cardCount + index + 1,
-        card: -1, sealed, rarity: null,
+        card: -1,
+        sealed,
+        rarity: null,
         printings: [kind === 'yugioh' ? (group.vintage ? 'Unlimited' : '1st Edition') : 'Normal'],
         priced: true,
       })
@@ -422,9 +531,10 @@ class LargeMirror implements TcgcsvMirror {
     const modifiedOn = group.row.modifiedOn
     const presaleUntil = group.presale ? group.row.publishedOn : undefined
     if (product.sealed) {
-      const description: TcgcsvExtendedData[] = unitOf(this.seed, 'sealed-description', product.productId) < 0.5
-        ? extended('other', [['Description', `A sealed ${product.sealed.suffix.toLowerCase()} of ${group.row.name}.`]])
-        : []
+      const description: TcgcsvExtendedData[] =
+        unitOf(this.seed, 'sealed-description', product.productId) < 0.5
+          ? extended('other', [['Description', `A sealed ${product.sealed.suffix.toLowerCase()} of ${group.row.name}.`]])
+          : []
       return { productId: product.productId, name: `${group.row.name} ${product.sealed.suffix}`, modifiedOn, presaleUntil, extendedData: description }
     }
     const { name, extendedData } = this.card(group, product)
@@ -444,7 +554,9 @@ class LargeMirror implements TcgcsvMirror {
           return {
             name: `${title} - ${cardNumber}`,
             extendedData: extended('pokemon', [
-              ['Number', cardNumber], ['Rarity', rarity], ['Card Type', pickOf(['Item', 'Supporter', 'Stadium'], u('trainer-type'))],
+              ['Number', cardNumber],
+              ['Rarity', rarity],
+              ['Card Type', pickOf(['Item', 'Supporter', 'Stadium'], u('trainer-type'))],
               ['CardText', `Search your deck for up to ${1 + Math.floor(u('search') * 3)} cards and put them into your hand.`],
             ]),
           }
@@ -454,7 +566,10 @@ class LargeMirror implements TcgcsvMirror {
         const suffix = pickOf(['', '', '', ' ex', ' V', ' VSTAR'], u('suffix'))
         const damage = 10 * (1 + Math.floor(u('damage') * 25))
         const fields: [ExtendedField<'pokemon'>, string][] = [
-          ['Number', cardNumber], ['Rarity', rarity], ['Card Type', type], ['HP', String(40 + 10 * Math.floor(u('hp') * 30))],
+          ['Number', cardNumber],
+          ['Rarity', rarity],
+          ['Card Type', type],
+          ['HP', String(40 + 10 * Math.floor(u('hp') * 30))],
           ['Stage', pickOf(['Basic', 'Stage 1', 'Stage 2'], u('stage'))],
         ]
         if (u('ability') < 0.3) fields.push(['CardText', 'Ability: Once during your turn, you may draw a card.'])
@@ -469,13 +584,15 @@ class LargeMirror implements TcgcsvMirror {
         const legendary = u('legendary') < 0.1
         const name = legendary ? `${pickOf(CARD_NOUNS, u('first-name'))}, ${title}` : title
         const fields: [ExtendedField<'magic'>, string][] = [
-          ['Rarity', rarity], ['Number', String(number).padStart(4, '0')],
+          ['Rarity', rarity],
+          ['Number', String(number).padStart(4, '0')],
         ]
         if (u('creature') < 0.6) {
           const subtypes = `${pickOf(MAGIC_TYPES, u('race'))} ${pickOf(MAGIC_TYPES, u('class'))}`
           fields.push(
             ['SubType', `${legendary ? 'Legendary ' : ''}Creature — ${subtypes}`],
-            ['P', String(Math.floor(u('power') * 8))], ['T', String(1 + Math.floor(u('toughness') * 8))],
+            ['P', String(Math.floor(u('power') * 8))],
+            ['T', String(1 + Math.floor(u('toughness') * 8))],
             ['OracleText', pickOf(['Flying', 'Trample', 'Vigilance', 'Deathtouch', 'Haste<br>When this creature enters, draw a card.'], u('oracle'))],
           )
         } else {
@@ -490,16 +607,27 @@ class LargeMirror implements TcgcsvMirror {
       case 'yugioh': {
         const cardNumber = `${group.row.abbreviation ?? 'PRMO'}-EN${String(number).padStart(3, '0')}`
         const cardType = weightedOf(
-          [['Normal Monster', 10], ['Effect Monster', 45], ['Fusion Monster', 5], ['Synchro Monster', 5], ['Xyz Monster', 5],
-            ['Link Monster', 5], ['Spell Card', 15], ['Trap Card', 10]].map(([value, weight]) => ({ value: String(value), weight: Number(weight) })),
+          [
+            ['Normal Monster', 10],
+            ['Effect Monster', 45],
+            ['Fusion Monster', 5],
+            ['Synchro Monster', 5],
+            ['Xyz Monster', 5],
+            ['Link Monster', 5],
+            ['Spell Card', 15],
+            ['Trap Card', 10],
+          ].map(([value, weight]) => ({ value: String(value), weight: Number(weight) })),
           u('card-type'),
         )
         const fields: [ExtendedField<'yugioh'>, string][] = [
-          ['Rarity', rarity], ['Number', cardNumber], ['Card Type', cardType],
+          ['Rarity', rarity],
+          ['Number', cardNumber],
+          ['Card Type', cardType],
         ]
         if (cardType.endsWith('Monster')) {
           fields.push(
-            ['MonsterType', pickOf(YUGIOH_TYPES, u('monster-type'))], ['Attribute', pickOf(YUGIOH_ATTRIBUTES, u('attribute'))],
+            ['MonsterType', pickOf(YUGIOH_TYPES, u('monster-type'))],
+            ['Attribute', pickOf(YUGIOH_ATTRIBUTES, u('attribute'))],
             ['Attack', String(100 * Math.floor(u('atk') * 31))],
           )
           if (cardType !== 'Link Monster') fields.push(['Defense', String(100 * Math.floor(u('def') * 31))])
@@ -510,7 +638,8 @@ class LargeMirror implements TcgcsvMirror {
       }
       case 'other': {
         const fields: [ExtendedField<'other'>, string][] = [
-          ['Number', `${group.row.abbreviation ?? 'PR'}${String(number).padStart(3, '0')}`], ['Rarity', rarity],
+          ['Number', `${group.row.abbreviation ?? 'PR'}${String(number).padStart(3, '0')}`],
+          ['Rarity', rarity],
         ]
         if (u('description') < 0.7) fields.push(['Description', 'When this enters play, draw a card.'])
         return { name: title, extendedData: extended('other', fields) }

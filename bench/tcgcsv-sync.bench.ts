@@ -39,7 +39,6 @@ const syncDate = addDays(loadDate, 1)
 const loadInstant = new Date(`${loadDate}T21:00:00.000Z`)
 const syncInstant = new Date(`${syncDate}T21:00:00.000Z`)
 
-
 /** Time spent inside the source's calls (requests, JSON parsing, row checks, mapping), and its skipped rows by kind. */
 function measured(source: MarketplaceSource) {
   const spent = { seconds: 0 }
@@ -158,7 +157,9 @@ try {
 
   const stat = (summary: SyncSummary, key: string) => summary.games.reduce((sum, game) => sum + (game.stats?.[key] ?? 0), 0)
   const skippedOf = (skipped: Record<string, number>) =>
-    Object.entries(skipped).map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none'
+    Object.entries(skipped)
+      .map(([kind, n]) => `${n} ${kind}`)
+      .join(', ') || 'none'
   const { counts } = mirror
   const skip = (kind: string) => load.value.skipped[kind] ?? 0
   console.log(
@@ -235,7 +236,8 @@ try {
     {
       bench: 'tcgcsv-sync',
       measure: 'next-day sync: prices only, every price read, a point per market price',
-      value: `${syncRequests.products} products requests, ${syncRequests.prices} prices requests, ${stat(sync.value.summary, 'prices')}/${loaded.prices} prices, ` +
+      value:
+        `${syncRequests.products} products requests, ${syncRequests.prices} prices requests, ${stat(sync.value.summary, 'prices')}/${loaded.prices} prices, ` +
         `${todays!.history}/${todays!.marketPriced} points`,
       budget: `0 products, ${counts.groups} prices requests, all`,
       pass: priceOnly && repriced,

@@ -1,6 +1,6 @@
 /**
  * Price-alert evaluation after the daily sync of the `large` demo catalog, on PostgreSQL, against
- * DESIGN section 6: 10,000 active webhooks evaluated and every alert written to the outbox in ≤ 5 s.
+ * bench/README.md "Budgets": 10,000 active webhooks evaluated and every alert written to the outbox in ≤ 5 s.
  *
  *   bun bench/webhook-alerts.bench.ts
  *   BENCH_WEBHOOK_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large bun bench/webhook-alerts.bench.ts
@@ -22,10 +22,10 @@ import { eq, isNotNull, like, sql } from 'drizzle-orm'
 import postgres from 'postgres'
 import { openPostgres, selectRows } from '../src/db/client'
 import { accounts, cards, games, sets } from '../src/db/schema'
-import type { AlertHook } from '../src/jobs/alerts'
 import { runSyncJob } from '../src/jobs/sync-job'
-import { primaryPrice } from '../src/modules/catalog/repo'
+import { primaryPrice } from '../src/modules/catalog/queries'
 import { createDemoSource } from '../src/modules/ingest/sources/demo'
+import type { AlertHook } from '../src/modules/webhooks/alerts'
 import { evaluateAlerts, webhookAlertHook } from '../src/modules/webhooks/alerts'
 import { clockWithWall, utcDate } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
@@ -37,7 +37,7 @@ const DATABASE_URL = process.env.BENCH_WEBHOOK_DATABASE_URL ?? OWN_DATABASE_URL
 const dropAfter = process.env.BENCH_WEBHOOK_DATABASE_URL === undefined && process.env.BENCH_KEEP !== '1'
 const SCALE = 'large'
 const WEBHOOKS = 10_000
-/** DESIGN decision 10: at most 25 webhooks per account. */
+/** At most 25 webhooks per account (docs/webhooks.md; MAX_WEBHOOKS in src/modules/webhooks/service.ts). */
 const PER_ACCOUNT = 25
 const BUDGET_S = 5
 /** Of the webhooks: the share whose threshold tomorrow's move crosses, and the share it re-arms. */
@@ -166,10 +166,7 @@ try {
   }
   console.error(`syncing ${syncDate} with ${plan.length} webhooks…`)
   const syncStarted = performance.now()
-  const { changes, summary } = await runSyncJob(
-    { db, source, clock, logger, redis: undefined, alertHook: timedHook },
-    { job: 'bench-sync', scheduledFor: syncInstant },
-  )
+  const { changes, summary } = await runSyncJob({ db, source, clock, logger, redis: undefined, alertHook: timedHook }, { job: 'bench-sync', scheduledFor: syncInstant })
   const syncSeconds = (performance.now() - syncStarted) / 1000 - hookTime.seconds
   if (summary.failed > 0) throw new Error(`${summary.failed} games failed to sync`)
 

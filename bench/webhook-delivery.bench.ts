@@ -1,5 +1,5 @@
 /**
- * Webhook delivery against DESIGN section 6: ≥ 200 deliveries/s to a local receiver with bounded
+ * Webhook delivery against bench/README.md "Budgets": ≥ 200 deliveries/s to a local receiver with bounded
  * concurrency. N pending outbox entries over many webhooks; the delivery worker (this process,
  * default concurrency) claims, signs, POSTs and records each; the receiver runs as its own process
  * (test/fixtures/webhook-receiver.ts), answering 200, so it does not share the worker's event loop.
@@ -21,8 +21,8 @@ import { newSigningSecret } from '../src/modules/webhooks/signing'
 import { systemClock } from '../src/shared/clock'
 import { createLogger } from '../src/shared/logger'
 import { remoteReceiver } from '../test/fixtures/webhook-receiver'
-import { TEST_WEBHOOK_KEY } from '../test/helpers/webhooks'
 import { spawnUntilListening } from '../test/helpers/process'
+import { TEST_WEBHOOK_KEY } from '../test/helpers/webhooks'
 import { machineCpuSeconds, postgresCpuSeconds, prepareBenchDatabase, processCpuSeconds } from './database'
 import { type BudgetRow, reportBudgets } from './report'
 
@@ -48,7 +48,14 @@ try {
   const [card] = await selectRows<{ id: number }>(db, sql`select min(id)::int as id from cards`)
   const rows = []
   for (let n = 0; n < WEBHOOKS; n++) {
-    rows.push({ accountId: owner!.id, url: `${receiver.url}/hooks/${n}`, cardId: card!.id, condition: 'above', threshold: 1e6, secretCiphertext: await box.seal(newSigningSecret()) })
+    rows.push({
+      accountId: owner!.id,
+      url: `${receiver.url}/hooks/${n}`,
+      cardId: card!.id,
+      condition: 'above',
+      threshold: 1e6,
+      secretCiphertext: await box.seal(newSigningSecret()),
+    })
   }
   const hookIds = (await db.insert(webhooks).values(rows).returning({ id: webhooks.id })).map((row) => row.id)
 

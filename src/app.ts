@@ -4,29 +4,44 @@ import { rateLimitOf, refundRefusal } from './modules/auth/guard'
 import { authRoutes } from './modules/auth/routes'
 import { type AuthDeps, createAuthRuntime } from './modules/auth/runtime'
 import { bulkRoutes } from './modules/bulk/routes'
-import { catalogRepeats, catalogRoutes, openCatalogReads } from './modules/catalog/routes'
+import { catalogRoutes, openCatalogReads } from './modules/catalog/routes'
 import { conditionRoutes } from './modules/conditions/routes'
 import { conditionService } from './modules/conditions/service'
 import { docsRoutes } from './modules/docs/routes'
 import { healthRoutes } from './modules/health/routes'
 import { historyRoutes } from './modules/history/routes'
-import { pricesRepeats, pricesRoutes } from './modules/prices/routes'
+import { cardPriceRoutes, pricesRoutes } from './modules/prices/routes'
 import { searchRoutes } from './modules/search/routes'
 import { snapshotStore } from './modules/snapshot/store'
-import { registerFormats } from './shared/formats'
-import { errorHandler, lastResortErrorResponse } from './shared/http'
-import { repeatRoutes } from './shared/repeat-routes'
-import { connectionTimeoutSeconds, requestRules } from './shared/request-rules'
 import { webhookRoutes } from './modules/webhooks/routes'
 import { NO_WEBHOOK_SETTINGS, type WebhookSettings } from './modules/webhooks/settings'
+import { BUN_SERVE_OPTIONS, connectionTimeoutSeconds, ELYSIA_OPTIONS } from './shared/bun-workarounds'
+import { registerFormats } from './shared/formats'
+import { type Handler, hotRoutes } from './shared/hot-routes'
+import { errorHandler, lastResortErrorResponse } from './shared/http'
+import { requestRules } from './shared/request-rules'
 
 export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock' | 'source'> & {
   config: Pick<Deps['config'], 'cookieSecure' | 'maxBodyBytes' | 'requestTimeoutSeconds' | 'marketplaceTimeoutMs'>
 } & Pick<AuthDeps, 'keyCache'> & {
-  /** Whether this node leads the scheduled jobs (`/ready` says so); absent where no scheduler runs. */
-  isLeader?: () => boolean
-  /** The secret box and target policy of webhook management (default: no key, public targets only). */
-  webhooks?: WebhookSettings
+    /** Whether this node leads the scheduled jobs (`/ready` says so); absent where no scheduler runs. */
+    isLeader?: () => boolean
+    /** The secret box and target policy of webhook management (default: no key, public targets only). */
+    webhooks?: WebhookSettings
+    /** What every request passes through, in order (everyRequest); none by default. */
+    requestSteps?: RequestStep[]
+  }
+
+/** A step every request passes, whichever router answers it: it may answer itself or call `next`. */
+export type RequestStep = (request: Request, next: Handler) => Response | Promise<Response>
+
+/**
+ * The one place every request passes, the early answers to hot repeats and Elysia alike: where
+ * behaviour for all requests goes (request ids, metrics, compression). With no steps it is
+ * `handler` itself, so it costs nothing.
+ */
+export function everyRequest(steps: readonly RequestStep[], handler: Handler): Handler {
+  return steps.reduceRight<Handler>((next, step) => (request) => step(request, next), handler)
 }
 
 /**
@@ -39,15 +54,16 @@ export function createApp(deps: AppDeps) {
   const auth = createAuthRuntime(deps)
   const snapshots = snapshotStore(deps)
   const catalogReads = openCatalogReads(deps.clock)
+  const hot = hotRoutes()
   const { maxBodyBytes, requestTimeoutSeconds } = deps.config
   const app = new Elysia({
-    // Paths are read from the whole URL, not from its 11th character on: requests the repeat routes
-    // hand over reach Elysia's own router, and `Host: x` makes `http://x/v1/…` shorter than that.
-    handler: { standardHostname: false },
+    ...ELYSIA_OPTIONS,
+    // Elysia's own router answers whatever the hot routes do not, through app.fetch: without this,
+    // Elysia puts its routes into Bun's router with handlers that would bypass everyRequest.
+    systemRouter: false,
     // Wherever the app is served (index.ts, tests), as Bun.serve options.
     serve: {
-      // Never Bun's development error page, whatever NODE_ENV says.
-      development: false,
+      ...BUN_SERVE_OPTIONS,
       error: lastResortErrorResponse(deps.logger),
       // A connection silent for REQUEST_TIMEOUT_SECONDS is closed, never sooner (an answer being
       // prepared is not cut off); request-rules times a body itself.
@@ -56,8 +72,8 @@ export function createApp(deps: AppDeps) {
       // declared length before reading, a chunked body as it is read), while Bun refuses a declared
       // length over its own limit with a bare 413 before the app sees the request.
       maxRequestBodySize: 2 * maxBodyBytes,
-      // The hottest reads, repeated, are answered before Elysia; everything else goes through it.
-      routes: repeatRoutes({ ...catalogRepeats(auth, snapshots, catalogReads), ...pricesRepeats(auth, snapshots) }, (request): Response | Promise<Response> => app.fetch(request)),
+      // Filled below, once the routes are declared: listen reads them.
+      routes: {} as Record<string, Handler | { GET: Handler }>,
     },
   })
     .use(requestRules({ maxBodyBytes, requestTimeoutSeconds }, deps.clock))
@@ -69,20 +85,29 @@ export function createApp(deps: AppDeps) {
           const rateLimit = rateLimitOf(request)
           return rateLimit && { rate_limit: rateLimit }
         },
-        // A 429 costs nothing, even after the charge (docs/decisions.md "A 429 never costs a unit").
+        // A 429 costs nothing, even after the charge (docs/adr/0090-a-429-never-costs-a-unit.md).
         beforeAnswer: (request, error, headers) => refundRefusal(auth, request, error, headers),
       }),
     )
     .use(docsRoutes(deps))
     .use(healthRoutes({ ...deps, quotaMode: auth.quotaMode, snapshot: snapshots.status }))
-    .use(catalogRoutes(auth, snapshots, catalogReads))
+    .use(catalogRoutes(auth, catalogReads, hot))
+    .use(cardPriceRoutes(auth, snapshots, hot))
     .use(authRoutes(auth))
     .use(historyRoutes(auth))
     .use(searchRoutes(auth))
-    .use(pricesRoutes(auth, snapshots))
+    .use(pricesRoutes(auth, snapshots, hot))
     .use(bulkRoutes(auth, deps.logger))
     .use(conditionRoutes(auth, conditionService(deps)))
     .use(webhookRoutes(auth, deps.webhooks ?? NO_WEBHOOK_SETTINGS))
+
+  // The hottest reads, repeated, are answered before Elysia; everything else goes through it. Both
+  // pass everyRequest.
+  const steps = deps.requestSteps ?? []
+  const appFetch: Handler = (request) => app.fetch(request)
+  const serveRoutes = app.config.serve!.routes as Record<string, Handler | { GET: Handler }>
+  for (const [path, { GET }] of Object.entries(hot.serveRoutes(appFetch))) serveRoutes[path] = { GET: everyRequest(steps, GET) }
+  serveRoutes['/*'] = everyRequest(steps, appFetch)
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
   let routeTable: { pattern: RegExp; method: string }[] | undefined

@@ -9,7 +9,10 @@ function refusals(env: Record<string, string>): string[] {
     return []
   } catch (caught) {
     expect(caught).toBeInstanceOf(ConfigError)
-    return (caught as Error).message.split('\n').slice(1).map((line) => line.trim())
+    return (caught as Error).message
+      .split('\n')
+      .slice(1)
+      .map((line) => line.trim())
   }
 }
 
@@ -132,7 +135,12 @@ describe('loadConfig', () => {
       error = caught
     }
     expect(error).toBeInstanceOf(ConfigError)
-    expect((error as Error).message.split('\n').slice(1).map((line) => line.trim())).toEqual([
+    expect(
+      (error as Error).message
+        .split('\n')
+        .slice(1)
+        .map((line) => line.trim()),
+    ).toEqual([
       'PORT="70000": must be an integer from 0 to 65535',
       'DATABASE_URL="mysql://x": must be a postgres:// or postgresql:// URL',
       'REDIS_URL="http://cache:6379": must be a redis:// or rediss:// URL',
@@ -151,7 +159,12 @@ describe('loadConfig', () => {
   })
 
   test('COOKIE_SECURE reads true/false and 1/0', () => {
-    for (const [value, secure] of [['true', true], ['1', true], ['false', false], ['0', false]] as const) {
+    for (const [value, secure] of [
+      ['true', true],
+      ['1', true],
+      ['false', false],
+      ['0', false],
+    ] as const) {
       expect(loadConfig({ COOKIE_SECURE: value }).cookieSecure).toBe(secure)
     }
   })
@@ -160,7 +173,11 @@ describe('loadConfig', () => {
 describe('choosing the marketplace source', () => {
   test('demo by default; MARKETPLACE_URL alone means http, as before MARKETPLACE_SOURCE existed', () => {
     expect(loadConfig({})).toMatchObject({ marketplaceSource: 'demo', marketplaceUrl: undefined })
-    expect(loadConfig({ MARKETPLACE_URL: 'http://127.0.0.1:4100' })).toMatchObject({ marketplaceSource: 'http', marketplaceUrl: 'http://127.0.0.1:4100', marketplaceTimeoutMs: 2_000 })
+    expect(loadConfig({ MARKETPLACE_URL: 'http://127.0.0.1:4100' })).toMatchObject({
+      marketplaceSource: 'http',
+      marketplaceUrl: 'http://127.0.0.1:4100',
+      marketplaceTimeoutMs: 2_000,
+    })
     expect(loadConfig({ MARKETPLACE_SOURCE: 'http', MARKETPLACE_URL: 'https://m.example' })).toMatchObject({ marketplaceSource: 'http', marketplaceUrl: 'https://m.example' })
     // An empty variable is an unset one (as an env file or a compose file leaves it).
     expect(loadConfig({ MARKETPLACE_URL: '' }).marketplaceSource).toBe('demo')

@@ -2,13 +2,15 @@ import { type Static, type TSchema, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import packageJson from '../package.json' with { type: 'json' }
 import { SOURCE_NAMES, type SourceName } from './modules/ingest/source'
-import { DEMO_SCALES } from './modules/ingest/sources/demo'
-import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv'
+import { DEMO_SCALES } from './modules/ingest/sources/demo-scales'
+import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv-url'
+import { ConfigError } from './shared/errors'
 import { describeExpectation } from './shared/expectation'
+import type { LogLevel } from './shared/logger'
 
 /**
  * Sent to the marketplace unless MARKETPLACE_USER_AGENT says otherwise: the TCGCSV mirror refuses
- * generic agents (docs/decisions.md "Choosing the source"). An operator adds a contact by setting it.
+ * generic agents (docs/adr/0098-choosing-the-source.md). An operator adds a contact by setting it.
  */
 export const DEFAULT_USER_AGENT = `${packageJson.name}/${packageJson.version} (self-hosted trading card price API)`
 
@@ -16,14 +18,14 @@ export const DEFAULT_USER_AGENT = `${packageJson.name}/${packageJson.version} (s
 const DEFAULT_TIMEOUT_MS: Record<SourceName, number> = { demo: 2_000, http: 2_000, tcgcsv: 30_000 }
 
 /**
- * The whole environment, parsed once at start (STYLE 9): nothing else reads `process.env`.
+ * The whole environment, parsed once at start: nothing else reads `process.env`, so docs/configuration.md lists every setting.
  * Every bad variable is reported together so a misconfigured deploy fails with one clear message;
  * `expected` words what a pattern accepts, which the schema alone cannot say readably.
  */
 const Env = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   // Loopback unless told otherwise: the embedded quickstart's demo account holds a Business key
-  // (docs/decisions.md "Listening on loopback by default"); the container image sets 0.0.0.0.
+  // (docs/adr/0105-listening-on-loopback-by-default.md); the container image sets 0.0.0.0.
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', expected: 'must be a postgres:// or postgresql:// URL' })),
   DATA_DIR: Type.String({ minLength: 1, default: './data' }),
@@ -77,7 +79,7 @@ const Env = Type.Object({
   ),
 })
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent'
+export type { LogLevel }
 
 export interface Config {
   port: number
@@ -137,9 +139,7 @@ export interface Config {
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
 
-export class ConfigError extends Error {
-  override name = 'ConfigError'
-}
+export { ConfigError }
 
 /** Parses the environment; throws a ConfigError listing every invalid variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Readonly<Config> {
@@ -213,7 +213,10 @@ function sourceProblems(env: Static<typeof Env>): [string, string][] {
   const source = marketplaceSourceOf(env)
   const problems: [string, string][] = []
   if (source === 'http' && !env.MARKETPLACE_URL) {
-    problems.push(['MARKETPLACE_URL', 'MARKETPLACE_URL: must be set when MARKETPLACE_SOURCE is http (the marketplace speaking the protocol of src/modules/ingest/sources/serve.ts)'])
+    problems.push([
+      'MARKETPLACE_URL',
+      'MARKETPLACE_URL: must be set when MARKETPLACE_SOURCE is http (the marketplace speaking the protocol of src/modules/ingest/sources/serve.ts)',
+    ])
   }
   // The URL is not echoed: it may carry credentials.
   if (source === 'demo' && env.MARKETPLACE_URL) {

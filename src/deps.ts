@@ -1,10 +1,10 @@
 import type { default as Redis, RedisOptions } from 'ioredis'
 import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
+import type { MarketplaceSource } from './modules/ingest/source'
 import { createDemoSource } from './modules/ingest/sources/demo'
 import { createHttpSource } from './modules/ingest/sources/http'
 import { createTcgcsvSource, TCGCSV_URL } from './modules/ingest/sources/tcgcsv'
-import type { MarketplaceSource } from './modules/ingest/source'
 import { type Clock, systemClock } from './shared/clock'
 import { createLogger, type Logger } from './shared/logger'
 
@@ -45,11 +45,7 @@ export interface DepsOptions {
   statementTimeout?: boolean
 }
 
-export async function createDeps(
-  config: Readonly<Config>,
-  overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {},
-  options: DepsOptions = {},
-): Promise<Deps> {
+export async function createDeps(config: Readonly<Config>, overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {}, options: DepsOptions = {}): Promise<Deps> {
   const logger = overrides.logger ?? createLogger(config.logLevel)
   const clock = overrides.clock ?? systemClock
   const database = await openDatabase({

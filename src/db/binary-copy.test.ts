@@ -96,7 +96,8 @@ function holdWhileCopying(pid: number, gatePid: number) {
     end loop;
     raise exception 'the COPY did not finish within 10 s';
   end $$`
-  const script = "import postgres from 'postgres'; const sql = postgres(process.env.DATABASE_URL, { max: 1 }); try { await sql.unsafe(process.env.WAIT) } finally { await sql.end() }"
+  const script =
+    "import postgres from 'postgres'; const sql = postgres(process.env.DATABASE_URL, { max: 1 }); try { await sql.unsafe(process.env.WAIT) } finally { await sql.end() }"
   const run = Bun.spawnSync([process.execPath, '-e', script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: database!.url!, WAIT: wait },

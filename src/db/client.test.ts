@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import { freshDatabase } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
-import { DataDirLockedError, type Database, lockDirectory, openPglite } from './client'
+import { type Database, DataDirLockedError, lockDirectory, openPglite } from './client'
 
 const EXPECTED_TABLES = [
   'accounts',
@@ -35,10 +35,7 @@ async function rows<T>(db: Database, query: ReturnType<typeof sql>): Promise<T[]
 }
 
 async function describeSchema(db: Database) {
-  const tables = await rows<{ name: string }>(
-    db,
-    sql`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`,
-  )
+  const tables = await rows<{ name: string }>(db, sql`select table_name as name from information_schema.tables where table_schema = 'public' order by 1`)
   const indexes = await rows<{ name: string }>(db, sql`select indexname as name from pg_indexes where schemaname = 'public' order by 1`)
   const trigram = await rows<{ s: number }>(db, sql`select similarity('charizard', 'charzard') as s`)
   return { tables: tables.map((t) => t.name), indexes: indexes.map((i) => i.name), trigram: Number(trigram[0]!.s) }
@@ -49,7 +46,15 @@ describe('migrations', () => {
     const { db } = await freshDatabase('empty')
     const schema = await describeSchema(db)
     expect(schema.tables).toEqual(EXPECTED_TABLES)
-    for (const index of ['cards_clean_name_fts_idx', 'cards_clean_name_trgm_idx', 'search_words_trgm_idx', 'sets_game_slug_idx', 'api_keys_hash_idx', 'cards_marketplace_id_unique', 'cards_clean_name_idx']) {
+    for (const index of [
+      'cards_clean_name_fts_idx',
+      'cards_clean_name_trgm_idx',
+      'search_words_trgm_idx',
+      'sets_game_slug_idx',
+      'api_keys_hash_idx',
+      'cards_marketplace_id_unique',
+      'cards_clean_name_idx',
+    ]) {
       expect(schema.indexes).toContain(index)
     }
     expect(schema.trigram).toBeGreaterThan(0.3)

@@ -1,8 +1,8 @@
 import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { type ExtractTablesWithRelations, is, type SQL, sql } from 'drizzle-orm'
-import { PostgresJsSession } from 'drizzle-orm/postgres-js/session'
 import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTransaction } from 'drizzle-orm/pg-core'
+import { PostgresJsSession } from 'drizzle-orm/postgres-js/session'
 import { systemClock } from '../shared/clock'
 import * as schema from './schema'
 
@@ -54,7 +54,7 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   const client = postgres(url, {
     ...connect,
     max: options.max ?? 10,
-    // docs/decisions.md "Database outage": the guard opens the connections and spaces the attempts
+    // docs/adr/0077-database-outage.md: the guard opens the connections and spaces the attempts
     // (postgres.js's own backoff, 3^failures / 100 s up to 20 s, held queued requests that long).
     ...(guard && ({ socket: guard.socket, backoff: guard.backoff } as object)),
     // A startup parameter: it is the session default, so SET LOCAL lifts it and RESET restores it.

@@ -6,9 +6,9 @@ import { TEST_DATABASE_URL } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
 import { startTcpProxy } from '../../test/helpers/tcp-proxy'
 import { systemClock } from '../shared/clock'
+import { isDatabaseUnavailable } from '../shared/unavailable'
 import { type DatabaseHandle, openPostgres } from './client'
 import { PROBE_INTERVAL_MS } from './connection-guard'
-import { isDatabaseUnavailable } from './errors'
 
 /** Ten times the 1 s connect timeout below, for a loaded machine; the driver's bugs hang for good. */
 const CUT_SHORT_MS = 10_000
@@ -50,17 +50,14 @@ describe.skipIf(!TEST_DATABASE_URL)('connections PostgreSQL refuses or drops', a
   const target = new URL(TEST_DATABASE_URL ?? 'postgres://localhost')
   const proxy = TEST_DATABASE_URL ? await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) }) : undefined
   afterAll(() => proxy?.close())
-  const terminateBackends = (database: string) =>
-    admin!.unsafe('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [database])
+  const terminateBackends = (database: string) => admin!.unsafe('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [database])
 
   test('a database that stops accepting connections (55000): every query fails at once, without a reconnect storm, until it accepts again', async () => {
     const { db } = await open(proxy!.via(database!.url!), 4)
     const sleeps = [1, 2].map(() => outcome(() => db.execute(sql`select pg_sleep(20)`)))
-    await eventually(
-      async () =>
-        (await admin!.unsafe(`select 1 from pg_stat_activity where datname = $1 and query like 'select pg_sleep(%'`, [name])).length === 2,
-      { what: 'both sleeps running' },
-    )
+    await eventually(async () => (await admin!.unsafe(`select 1 from pg_stat_activity where datname = $1 and query like 'select pg_sleep(%'`, [name])).length === 2, {
+      what: 'both sleeps running',
+    })
     // What ALTER DATABASE … ALLOW_CONNECTIONS false followed by terminating its backends does to a service.
     await admin!.unsafe(`alter database ${name} allow_connections false`)
     try {

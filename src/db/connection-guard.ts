@@ -38,7 +38,7 @@ export interface ConnectionGuard {
 }
 
 /**
- * docs/decisions.md "Database outage": every connection postgres.js (3.4.9) opens goes through
+ * docs/adr/0077-database-outage.md: every connection postgres.js (3.4.9) opens goes through
  * here, on a GuardedSocket (below), which works around the driver's mishandling of a connection
  * that fails or ends. And while the database refuses or stalls, queries neither queue behind
  * connection attempts nor each make one: after an attempt fails, one attempt at a time (the probe)
@@ -153,6 +153,7 @@ class GuardedSocket extends Socket {
     super()
   }
 
+  // biome-ignore lint/suspicious/noExplicitAny: overrides Node's Writable signature, which is any
   override write(chunk: any, ...rest: any[]): boolean {
     if (!this.written) {
       this.written = true
@@ -167,6 +168,7 @@ class GuardedSocket extends Socket {
     return super.write(chunk, ...rest)
   }
 
+  // biome-ignore lint/suspicious/noExplicitAny: overrides Node's EventEmitter signature, which is any
   override emit(event: string | symbol, ...args: any[]): boolean {
     if (this.phase === 'opaque') return super.emit(event, ...args)
     if (event === 'data') return this.pass(args[0] as Buffer)

@@ -7,8 +7,8 @@ import { TEST_DATABASE_URL } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
 import { freePort } from '../../test/helpers/redis-server'
 import { systemClock } from '../shared/clock'
+import { isDatabaseUnavailable } from '../shared/unavailable'
 import { type DatabaseHandle, openPostgres } from './client'
-import { isDatabaseUnavailable } from './errors'
 
 // A private PostgreSQL cluster of this test's own (initdb in a temporary directory), because what
 // is tested here is done to a whole server: a shutdown that waits for its sessions (new ones get
@@ -47,10 +47,10 @@ describe.skipIf(!runnable)('a whole PostgreSQL server stopping or crashing', asy
   }
   const postmasterPid = () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
   async function start() {
-    server = Bun.spawn(
-      [...AS_POSTGRES, `${BIN}/postgres`, '-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'],
-      { stdout: 'ignore', stderr: 'ignore' },
-    )
+    server = Bun.spawn([...AS_POSTGRES, `${BIN}/postgres`, '-D', data, '-p', String(port), '-k', dir, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off'], {
+      stdout: 'ignore',
+      stderr: 'ignore',
+    })
     await eventually(
       async () => {
         const probe = postgres(url, { max: 1, connect_timeout: 1, onnotice: () => {} })

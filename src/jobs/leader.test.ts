@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { systemClock } from '../shared/clock'
 import { fakeClock } from '../../test/helpers/clock'
 import { freshDatabase, selectRows, testLogger } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
+import { systemClock } from '../shared/clock'
 import { LEADER_LOCK, type LeaderElection, leaderElection, pgliteLockSession, postgresLockSession } from './leader'
 
 const database = await freshDatabase('empty')
@@ -32,9 +32,7 @@ function candidate() {
   const election = leaderElection({
     openSession: async () => {
       // The session's own statement bound guards a real socket, so it runs on real time.
-      const session = database.url
-        ? await postgresLockSession(database.url, { connectTimeoutSeconds: 3, clock: systemClock })
-        : pgliteLockSession(database.db)
+      const session = database.url ? await postgresLockSession(database.url, { connectTimeoutSeconds: 3, clock: systemClock }) : pgliteLockSession(database.db)
       return {
         tryLock: () => track(session.tryLock().then((locked) => (tries.push(locked), locked))),
         holdsLock: () => track(session.holdsLock()),
@@ -52,8 +50,7 @@ function candidate() {
    * Resolves once no lock statement runs and the election waits on its one retry timer. Closing a
    * session whose connection died waits out its real 5 s statement bound and 2 s end: hence 30 s.
    */
-  const settled = () =>
-    eventually(() => running === 0 && clock.pending() === 1, { timeout: 30_000, what: 'the election waiting for its next retry' })
+  const settled = () => eventually(() => running === 0 && clock.pending() === 1, { timeout: 30_000, what: 'the election waiting for its next retry' })
   return {
     election,
     clock,
@@ -114,31 +111,35 @@ describe('leadership through a session-level advisory lock', () => {
     expect(await lockHolders()).toHaveLength(1)
   })
 
-  test.skipIf(!TEST_DATABASE_URL)('a leader whose connection dies stops leading at its next check, and the other candidate takes over', async () => {
-    const [a, b] = [candidate(), candidate()]
-    a.election.start()
-    await eventually(() => a.election.isLeader(), { what: 'a leading' })
-    b.election.start()
-    await b.settled()
-    expect(b.tries).toEqual([false])
-    const [holder] = await lockHolders()
-    // The server ends the leader's session, as when its connection is cut: the lock goes with it.
-    await database.db.execute(sql`select pg_terminate_backend(${holder!.pid})`)
-    await eventually(async () => (await lockHolders()).length === 0, { what: 'the ended session releasing the lock' })
-    expect(a.election.isLeader()).toBe(true)
+  test.skipIf(!TEST_DATABASE_URL)(
+    'a leader whose connection dies stops leading at its next check, and the other candidate takes over',
+    async () => {
+      const [a, b] = [candidate(), candidate()]
+      a.election.start()
+      await eventually(() => a.election.isLeader(), { what: 'a leading' })
+      b.election.start()
+      await b.settled()
+      expect(b.tries).toEqual([false])
+      const [holder] = await lockHolders()
+      // The server ends the leader's session, as when its connection is cut: the lock goes with it.
+      await database.db.execute(sql`select pg_terminate_backend(${holder!.pid})`)
+      await eventually(async () => (await lockHolders()).length === 0, { what: 'the ended session releasing the lock' })
+      expect(a.election.isLeader()).toBe(true)
 
-    await a.retry()
-    expect(a.election.isLeader()).toBe(false)
-    expect(a.events).toEqual(['lead', 'lost'])
-    await b.retry()
-    expect(b.election.isLeader()).toBe(true)
+      await a.retry()
+      expect(a.election.isLeader()).toBe(false)
+      expect(a.events).toEqual(['lead', 'lost'])
+      await b.retry()
+      expect(b.election.isLeader()).toBe(true)
 
-    // The old leader competes again on a fresh session, but the lock is taken: still exactly one.
-    await a.retry()
-    expect(a.tries).toEqual([true, false])
-    expect([a.election.isLeader(), b.election.isLeader()]).toEqual([false, true])
-    const holders = await lockHolders()
-    expect(holders).toHaveLength(1)
-    expect(holders[0]!.pid).not.toBe(holder!.pid)
-  }, 60_000)
+      // The old leader competes again on a fresh session, but the lock is taken: still exactly one.
+      await a.retry()
+      expect(a.tries).toEqual([true, false])
+      expect([a.election.isLeader(), b.election.isLeader()]).toEqual([false, true])
+      const holders = await lockHolders()
+      expect(holders).toHaveLength(1)
+      expect(holders[0]!.pid).not.toBe(holder!.pid)
+    },
+    60_000,
+  )
 })

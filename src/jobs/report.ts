@@ -50,9 +50,6 @@ export function formatJobStatuses(statuses: JobStatus[]): string {
     describeRun(status.lastRun),
   ])
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]!.length)))
-  const line = (cells: string[]) =>
-    cells
-      .map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]!)))
-      .join('  ')
+  const line = (cells: string[]) => cells.map((cell, column) => (column === cells.length - 1 ? cell : cell.padEnd(widths[column]!))).join('  ')
   return [line(header), ...rows.map(line)].join('\n')
 }

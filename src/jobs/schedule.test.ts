@@ -8,7 +8,7 @@ const iso = (dates: Date[]) => dates.map((date) => date.toISOString())
 const newYorkDay = (instant: Date) => new Intl.DateTimeFormat('en-CA', { timeZone: 'America/New_York' }).format(instant)
 
 describe('the job table', () => {
-  test('one job per update tier at the times of docs/decisions.md "The schedule", and the every-minute re-crawl', () => {
+  test('one job per update tier at the times of docs/adr/0063-the-schedule.md, and the every-minute re-crawl', () => {
     expect(JOBS.map((job) => [job.name, job.pattern, job.tier])).toEqual([
       ['sync-tier-3', '0 2 * * *', 3],
       ['sync-tier-2', '0 3 * * *', 2],

@@ -1,6 +1,6 @@
 import { Cron } from 'croner'
 
-/** Every schedule is read on New York's wall clock (docs/decisions.md, "The schedule"); croner applies its daylight-saving changes. */
+/** Every schedule is read on New York's wall clock (docs/adr/0063-the-schedule.md); croner applies its daylight-saving changes. */
 export const SCHEDULE_TIME_ZONE = 'America/New_York'
 
 export type JobName = 'sync-tier-3' | 'sync-tier-2' | 'sync-tier-1' | 'sync-tier-0' | 'condition-recrawl'

@@ -1,24 +1,24 @@
 import { afterAll, afterEach, describe, expect, test } from 'bun:test'
 import { eq, sql } from 'drizzle-orm'
-import { appReady, createApp, refreshAppSnapshot, stopApp } from '../app'
-import { loadConfig } from '../config'
-import { openPostgres } from '../db/client'
-import { jobRuns, syncRuns } from '../db/schema'
-import type { MarketplaceSource } from '../modules/ingest/source'
-import { createLogger } from '../shared/logger'
-import { recrawlConditions } from '../modules/conditions/recrawl'
-import { createDemoSource } from '../modules/ingest/sources/demo'
 import { manualClock, testRedis } from '../../test/helpers/auth'
 import { fakeClock } from '../../test/helpers/clock'
 import { freshDatabase, selectRows, testLogger } from '../../test/helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
 import { appDeps } from '../../test/helpers/server'
-import type { PriceChangeBatch } from './alerts'
+import { appReady, createApp, refreshAppSnapshot, stopApp } from '../app'
+import { loadConfig } from '../config'
+import { openPostgres } from '../db/client'
+import { jobRuns, syncRuns } from '../db/schema'
+import { recrawlConditions } from '../modules/conditions/recrawl'
+import type { MarketplaceSource } from '../modules/ingest/source'
+import { createDemoSource } from '../modules/ingest/sources/demo'
+import type { PriceChangeBatch } from '../modules/webhooks/alerts'
+import { createLogger } from '../shared/logger'
 import type { LockSession } from './leader'
 import { formatJobStatuses, jobStatuses } from './report'
 import { interruptAbandonedRuns, runsOf, startJobRun } from './runs'
-import { createScheduler, RECORD_WAIT_MS, STOP_WAIT_MS, type Scheduler, type SchedulerDeps, type SchedulerOptions } from './scheduler'
+import { createScheduler, RECORD_WAIT_MS, type Scheduler, type SchedulerDeps, type SchedulerOptions, STOP_WAIT_MS } from './scheduler'
 
 // The seeded catalog was synced at TEST_NOW (2026-11-20T12:00Z, a Friday). At 2026-11-21T07:30Z
 // (02:30 EST on Saturday) tier 3's 02:00 run (07:00Z) is due; tier 2's latest instant
@@ -83,7 +83,10 @@ const runOf = async (id: number) => (await database.db.select().from(jobRuns).wh
 
 /** What a leader that died mid-way leaves: a run row without its run lock, and a game sync whose transaction is gone. */
 async function leftByADeadProcess(run: { job: string; scheduledFor: Date; games: string[]; startedAt: Date }) {
-  const [crashed] = await database.db.insert(jobRuns).values({ ...run, outcome: 'running' }).returning({ id: jobRuns.id })
+  const [crashed] = await database.db
+    .insert(jobRuns)
+    .values({ ...run, outcome: 'running' })
+    .returning({ id: jobRuns.id })
   const [game] = await selectRows<{ id: number }>(database.db, sql`select id from games where slug = ${run.games[0] ?? ''}`)
   const [gameSync] = await database.db
     .insert(syncRuns)
@@ -376,10 +379,7 @@ describe('runs whose process is gone', () => {
     const held = Promise.withResolvers<void>()
     // Nothing is asked of the database while the transaction is open: under PGlite it would wait for it.
     const inTransaction = Promise.withResolvers<void>()
-    const node = scheduler(
-      { openLockSession: alwaysLeading },
-      { ...deps, clock: fake, source: holdingSource(fake, held.promise, 'listSets', inTransaction.resolve) },
-    )
+    const node = scheduler({ openLockSession: alwaysLeading }, { ...deps, clock: fake, source: holdingSource(fake, held.promise, 'listSets', inTransaction.resolve) })
     node.start()
     await inTransaction.promise
     const stopping = node.stop()

@@ -3,20 +3,18 @@ import type { Cron } from 'croner'
 import { Elysia } from 'elysia'
 import type { Deps } from '../deps'
 import { recrawlConditions } from '../modules/conditions/recrawl'
+import { lastSyncedBySlug } from '../modules/ingest/service'
+import type { AlertHook } from '../modules/webhooks/alerts'
 import { withTimeout } from '../shared/clock'
-import type { AlertHook } from './alerts'
-import { leaderElection, type LockSession, pgliteLockSession, postgresLockSession } from './leader'
-import { lastSyncedBySlug, pruneRuns, recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
+import { type LockSession, leaderElection, pgliteLockSession, postgresLockSession } from './leader'
+import { pruneRuns, recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
 import { JOBS, type JobDefinition, type JobName, latestRunAtOrBefore, SCHEDULE_TIME_ZONE } from './schedule'
 import { runSyncJob } from './sync-job'
 
 export type SchedulerDeps = Pick<Deps, 'config' | 'db' | 'database' | 'redis' | 'source' | 'clock' | 'logger'>
 
 /** The condition catalog re-crawl: refreshes up to `limit` cards, oldest first. */
-export type RecrawlConditions = (
-  deps: SchedulerDeps,
-  options: { limit: number },
-) => Promise<{ refreshed: number; failed: number }>
+export type RecrawlConditions = (deps: SchedulerDeps, options: { limit: number }) => Promise<{ refreshed: number; failed: number }>
 
 export interface SchedulerOptions {
   /** Where changed prices go after a sync: the price-alert evaluation. */

@@ -1,7 +1,7 @@
 import type { Deps } from '../deps'
 import { type SyncDeps, type SyncOptions, type SyncSummary, syncGames } from '../modules/ingest/service'
 import { publishSnapshotChanged } from '../modules/snapshot/store'
-import type { AlertHook, PriceChange } from './alerts'
+import type { AlertHook, PriceChange } from '../modules/webhooks/alerts'
 import { recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
 
 export interface SyncJobDeps extends SyncDeps, Pick<Deps, 'redis'> {
@@ -38,11 +38,7 @@ export interface SyncJobResult {
  */
 export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Promise<SyncJobResult> {
   const { db, clock, logger } = deps
-  const run = await startJobRun(
-    db,
-    { job: request.job, scheduledFor: request.scheduledFor, games: request.gameSlugs ?? [], now: clock.now() },
-    deps.activeRuns,
-  )
+  const run = await startJobRun(db, { job: request.job, scheduledFor: request.scheduledFor, games: request.gameSlugs ?? [], now: clock.now() }, deps.activeRuns)
   await recordAbandonedRuns(deps)
   let summary: SyncSummary
   try {

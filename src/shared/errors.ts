@@ -1,5 +1,5 @@
 /**
- * The closed error vocabulary: the spec's codes plus docs/decisions.md "Errors beyond the contract"'s. Every error response is
+ * The closed error vocabulary: the spec's codes plus docs/adr/0027-errors-beyond-the-contract.md's. Every error response is
  * `{ error: { message, code, details? } }`, with the status taken from this one table.
  */
 export const ERROR_STATUS = {
@@ -70,3 +70,7 @@ export const invalidQuery = (message: string, details: ErrorDetail[]) => new App
 /** invalidQuery for one field: `Invalid query: '<field>' <message>`, the same message in its detail. */
 export const invalidField = (field: string, message: string) => invalidQuery(`'${field}' ${message}`, [{ field, message }])
 
+/** A configuration the service cannot start with (the environment, or a catalog filled by another source); never an answer to a client. */
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}

@@ -16,8 +16,7 @@ export function describeExpectation(schema: TSchema, fallback: string): string {
   if (Array.isArray(schema.enum)) return `must be one of: ${schema.enum.join(', ')}`
   if (schema.type === 'integer' || schema.type === 'number') {
     const kind = schema.type === 'integer' ? 'an integer' : 'a number'
-    if (schema.minimum !== undefined && schema.maximum !== undefined)
-      return `must be ${kind} from ${schema.minimum} to ${schema.maximum}`
+    if (schema.minimum !== undefined && schema.maximum !== undefined) return `must be ${kind} from ${schema.minimum} to ${schema.maximum}`
     if (schema.minimum !== undefined) return `must be ${kind} of at least ${schema.minimum}`
     if (schema.maximum !== undefined) return `must be ${kind} of at most ${schema.maximum}`
     return `must be ${kind}`

@@ -35,7 +35,7 @@ function isDateTime(value: string): boolean {
 /**
  * A number as a URL writes it: decimal digits, an optional minus and fraction, no leading zero.
  * Elysia coerces query and path numbers through this format and reads them with Number(), which
- * takes '0x10', '1e1', '+16', '16.' and ' 16' (docs/decisions.md "Query integers").
+ * takes '0x10', '1e1', '+16', '16.' and ' 16' (docs/adr/0001-query-integers.md).
  */
 const DECIMAL_NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/
 

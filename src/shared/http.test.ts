@@ -1,10 +1,10 @@
 import { describe, expect, test } from 'bun:test'
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
-import { createLogger } from './logger'
-import { errorHandler } from './http'
-import { PathParams, QueryParams, QueryInt } from './model'
 import { AppError } from './errors'
+import { errorHandler } from './http'
+import { createLogger } from './logger'
+import { PathParams, QueryInt, QueryParams } from './model'
 
 // A tiny app with the real error handler, served over real HTTP.
 const logged: unknown[] = []

@@ -1,11 +1,11 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia, ValidationError } from 'elysia'
 import type { Logger } from 'pino'
-import { databaseUnavailable, isDatabaseUnavailable } from '../db/errors'
-import { AppError, EXPECTATION, type ErrorDetail } from './errors'
+import { AppError, type ErrorDetail, EXPECTATION } from './errors'
 import { describeExpectation } from './expectation'
 import { PARAM_IN } from './model'
 import { RefusedBody } from './request-rules'
+import { databaseUnavailable, isDatabaseUnavailable } from './unavailable'
 
 interface ValueErrorLike {
   path: string
@@ -28,10 +28,7 @@ export function validationToAppError(error: ValidationError): AppError {
   const issues = error.all as unknown as ValueErrorLike[]
   // Elysia checks a coerced (numeric) query or path value against its own schema alone and calls
   // the failure `property`: the parameter's name and place come from QueryParams/PathParams tags.
-  const part =
-    error.type === 'property'
-      ? ((issues[0]?.schema[PARAM_IN as never] as string | undefined) ?? 'parameter')
-      : (PART_NAMES[error.type] ?? error.type)
+  const part = error.type === 'property' ? ((issues[0]?.schema[PARAM_IN as never] as string | undefined) ?? 'parameter') : (PART_NAMES[error.type] ?? error.type)
   const seen = new Set<string>()
   const details: ErrorDetail[] = []
   for (const issue of issues) {
@@ -77,17 +74,13 @@ export function errorHandler(
       const path = URL.parse(request.url)?.pathname
       const allowed = path === undefined ? [] : hooks.allowedMethods(path)
       if (path === undefined) {
-        appError = new AppError('INVALID_PARAMETER', `The request target must be a path, not ${request.url}`, [
-          { field: 'target', message: 'must be a path' },
-        ])
+        appError = new AppError('INVALID_PARAMETER', `The request target must be a path, not ${request.url}`, [{ field: 'target', message: 'must be a path' }])
       } else if (allowed.length > 0 && !allowed.includes(request.method)) {
         set.headers.allow = allowed.join(', ')
         appError = new AppError('METHOD_NOT_ALLOWED', `Method ${request.method} is not allowed on ${path}`)
       } else appError = new AppError('NOT_FOUND', `No route for ${request.method} ${path}`)
     } else if (code === 'PARSE') {
-      appError = new AppError('INVALID_PARAMETER', 'The request body could not be parsed', [
-        { field: 'body', message: 'is not valid for its content type' },
-      ])
+      appError = new AppError('INVALID_PARAMETER', 'The request body could not be parsed', [{ field: 'body', message: 'is not valid for its content type' }])
     } else if (isDatabaseUnavailable(error)) {
       // Not our bug: the database is down or too slow. The client can retry; the log says why.
       logger.warn({ err: error, method: request.method, url: request.url }, 'database unavailable')

@@ -55,10 +55,7 @@ describe('database errors are logged without the values bound to the query', asy
     const keyDigest = sha256Hex('tcg_live_0123456789abcdefghijABCDEFGHIJ01')
     const tokenDigest = sha256Hex('a session token')
     const { lines, logger } = capture()
-    for (const error of [
-      await failure(() => findActiveKey(unreachable.db, keyDigest)),
-      await failure(() => findSessionAccount(unreachable.db, tokenDigest, systemClock.now())),
-    ]) {
+    for (const error of [await failure(() => findActiveKey(unreachable.db, keyDigest)), await failure(() => findSessionAccount(unreachable.db, tokenDigest, systemClock.now()))]) {
       logger.warn({ err: error }, 'database unavailable')
     }
     const logs = lines.join('')

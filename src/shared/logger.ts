@@ -1,18 +1,17 @@
 import pino, { type Logger } from 'pino'
-import type { LogLevel } from '../config'
-import { API_KEY_PREFIX } from '../modules/auth/secrets'
+import { API_KEY_PREFIX } from './api-key-prefix'
 
 export type { Logger }
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent'
 
 /** A character as it may appear in a URL: itself (any case) or percent-encoded. */
-const inUrl = (character: string) =>
-  `(?:${character.replace(/[^0-9A-Za-z]/g, '\\$&')}|%${character.charCodeAt(0).toString(16).padStart(2, '0')})`
+const inUrl = (character: string) => `(?:${character.replace(/[^0-9A-Za-z]/g, '\\$&')}|%${character.charCodeAt(0).toString(16).padStart(2, '0')})`
 
 /**
  * An API key wherever it appears in a log line (a URL's query or path, an error's message): the
  * prefix in any case, each character possibly percent-encoded, then every key character that
  * follows, so a truncated or mangled key goes too. The prefix and 4 characters are what the key
- * list shows (docs/decisions.md "API keys") and stay readable; 5 or more are redacted.
+ * list shows (docs/adr/0006-api-keys.md) and stay readable; 5 or more are redacted.
  */
 const KEY_SHAPED = new RegExp(`${[...API_KEY_PREFIX].map(inUrl).join('')}(?:[0-9A-Za-z]|%[0-9A-Fa-f]{2}){5,}`, 'gi')
 

@@ -9,10 +9,15 @@ import { ERROR_STATUS, type ErrorCode } from './errors'
  * a union of literals, whose 400 says "must be one of: …"; /openapi.json shows it as a string enum.
  */
 export function LiteralUnion<T extends string>(values: readonly T[], options: SchemaOptions = {}) {
-  return Type.Unsafe<T>(Type.Union(values.map((value) => Type.Literal(value)), options))
+  return Type.Unsafe<T>(
+    Type.Union(
+      values.map((value) => Type.Literal(value)),
+      options,
+    ),
+  )
 }
 
-/** An integer as a URL writes it: decimal digits, an optional minus, no leading zero (docs/decisions.md "Query integers"). */
+/** An integer as a URL writes it: decimal digits, an optional minus, no leading zero (docs/adr/0001-query-integers.md). */
 const DECIMAL_INTEGER = /^-?(?:0|[1-9][0-9]*)$/
 /** A number as a URL writes it: that integer with an optional fraction. */
 const DECIMAL_NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/
@@ -24,21 +29,21 @@ type QueryNumberOptions = Pick<NumberOptions, 'minimum' | 'maximum' | 'default' 
  * A number read from the query string or path as text of `pattern`, published as `type`: a kind of
  * its own, which Elysia leaves alone. Elysia's coercion of TypeBox's Number kind reads '0x10', '1e1',
  * '+16', '16.' and ' 16' as numbers, and checks such parameters one at a time after the rest of the
- * query, so a 400 named only the first bad one (docs/decisions.md "Every bad field in one 400").
+ * query, so a 400 named only the first bad one (docs/adr/0084-every-bad-field-in-one-400.md).
  * The static type says number for the text too, as Elysia's own coerced numbers do.
  */
 function queryNumberKind(kind: string, type: 'integer' | 'number', pattern: RegExp) {
   // Never Number()'s reading of hex, exponents, signs or spaces; NaN for anything else.
-  const valueOf = (value: unknown) => (typeof value === 'number' ? value : typeof value === 'string' && pattern.test(value) ? Number(value) : Number.NaN)
+  const numberOf = (value: unknown) => (typeof value === 'number' ? value : typeof value === 'string' && pattern.test(value) ? Number(value) : Number.NaN)
   const fits = type === 'integer' ? Number.isInteger : Number.isFinite
   // The number a default or an already decoded value is comes through as is (Elysia decodes a query twice).
   TypeRegistry.Set<QueryNumberOptions>(kind, (schema, value) => {
-    const number = valueOf(value)
+    const number = numberOf(value)
     return fits(number) && (schema.minimum === undefined || number >= schema.minimum) && (schema.maximum === undefined || number <= schema.maximum)
   })
   return (options: QueryNumberOptions = {}) =>
     Type.Transform(Type.Unsafe<number>({ ...options, type, [Kind]: kind }))
-      .Decode((value) => valueOf(value))
+      .Decode((value) => numberOf(value))
       .Encode((value) => value)
 }
 
@@ -83,7 +88,7 @@ export const QueryParams = <T extends TProperties>(properties: T) => nameParams(
 export const PathParams = <T extends TProperties>(properties: T) => nameParams(properties, 'path')
 
 // `per_page` has no schema maximum: the public service's clients page with per_page=200, so a
-// larger value is served as MAX_PER_PAGE (toPage) instead of refused (docs/decisions.md "Compatibility superset").
+// larger value is served as MAX_PER_PAGE (toPage) instead of refused (docs/adr/0025-compatibility-superset.md).
 export const PaginationQuery = QueryParams({
   page: Type.Optional(QueryInt({ minimum: 1, maximum: 1_000_000, default: 1, description: 'Page number, from 1' })),
   per_page: Type.Optional(
@@ -104,7 +109,7 @@ export const PageMeta = Type.Object({
 })
 export type PageMeta = Static<typeof PageMeta>
 
-/** `meta.total` of a list answer that is not paged: its items, all in `data` (docs/decisions.md "Every list answer counts its items"). */
+/** `meta.total` of a list answer that is not paged: its items, all in `data` (docs/adr/0083-every-list-answer-counts-its-items.md). */
 export const ListTotal = (description = 'Items in `data`: every one is in this answer (no paging)') => Type.Integer({ minimum: 0, description })
 
 export interface Page {

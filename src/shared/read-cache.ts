@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache'
-import { cacheTiming, type Clock } from './clock'
+import { type Clock, cacheTiming } from './clock'
 
 /**
  * A bounded, short-lived cache of read results for data that changes only when a sync runs.

@@ -2,9 +2,10 @@ import { describe, expect, test } from 'bun:test'
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { fakeClock } from '../../test/helpers/clock'
+import { connectionTimeoutSeconds } from './bun-workarounds'
 import { errorHandler } from './http'
 import { createLogger } from './logger'
-import { connectionTimeoutSeconds, requestRules } from './request-rules'
+import { requestRules } from './request-rules'
 
 // The body's time limit is a rule about time, so it is judged on a fake clock (docs/testing.md
 // "Time"); test/flows/request-limits.test.ts checks it over real sockets.

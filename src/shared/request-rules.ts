@@ -1,4 +1,5 @@
 import { Elysia } from 'elysia'
+import { type ConnectionTimeouts, withoutConnectionTimeout } from './bun-workarounds'
 import type { Clock, Timer } from './clock'
 import { AppError, type ErrorDetail } from './errors'
 
@@ -16,7 +17,7 @@ export const isJsonMediaType = (contentType: string) => JSON_MEDIA_TYPE.test(con
 
 /**
  * A body the route must refuse, handed to it by the parser instead of thrown there: a guarded route
- * judges the body only after its key, quota or origin checks (docs/decisions.md "Quota accounting"), then throws it.
+ * judges the body only after its key, quota or origin checks (docs/adr/0036-quota-accounting.md), then throws it.
  */
 export class RefusedBody {
   constructor(readonly error: AppError) {}
@@ -28,32 +29,16 @@ export interface BodyLimits {
   requestTimeoutSeconds: number
 }
 
-/** Bun's per-request timeout (`Server.timeout`): 0 turns it off, a number of seconds sets it again from now. */
-type ConnectionTimeouts = { timeout(request: Request, seconds: number): void }
-
-/**
- * Bun's connection timeout (`idleTimeout`) for a REQUEST_TIMEOUT_SECONDS. Its timers tick every 4 s
- * and a timeout fires at a tick up to 4 s before it is due: one set a tick longer never closes a
- * connection, or cuts off the answer it is preparing, before the setting (255: Bun's maximum).
- */
-export const connectionTimeoutSeconds = (requestTimeoutSeconds: number) => Math.min(requestTimeoutSeconds + 4, 255)
-
 // Both close the connection after the answer: the unread rest of the body would have to be drained.
 const tooLarge = (maxBytes: number) =>
-  new AppError(
-    'PAYLOAD_TOO_LARGE',
-    `The request body is larger than the limit of ${maxBytes} bytes`,
-    [{ field: 'body', message: `must be at most ${maxBytes} bytes` }],
-    { connection: 'close' },
-  )
+  new AppError('PAYLOAD_TOO_LARGE', `The request body is larger than the limit of ${maxBytes} bytes`, [{ field: 'body', message: `must be at most ${maxBytes} bytes` }], {
+    connection: 'close',
+  })
 
 const tooSlow = (seconds: number) =>
-  new AppError(
-    'REQUEST_TIMEOUT',
-    `The request body took longer than the limit of ${seconds} s to arrive`,
-    [{ field: 'body', message: `must arrive within ${seconds} s` }],
-    { connection: 'close' },
-  )
+  new AppError('REQUEST_TIMEOUT', `The request body took longer than the limit of ${seconds} s to arrive`, [{ field: 'body', message: `must arrive within ${seconds} s` }], {
+    connection: 'close',
+  })
 
 const invalidBody = (detail: ErrorDetail) =>
   new AppError('INVALID_PARAMETER', detail.field === 'body' ? 'The request body could not be parsed' : `Invalid body: '${detail.field}' ${detail.message}`, [detail])
@@ -76,7 +61,7 @@ export function declaresBody(request: Request) {
 /**
  * The body's bytes, stopped as soon as they pass the size limit (a chunked body declares no length)
  * or take longer than the time limit: a total, so a body trickled a byte at a time cannot hold a
- * connection and what it has sent so far (docs/decisions.md "Hostile input").
+ * connection and what it has sent so far (docs/adr/0028-hostile-input.md).
  */
 async function readLimited(body: ReadableStream<Uint8Array>, limits: BodyLimits, clock: Clock): Promise<Uint8Array> {
   const reader = body.getReader()
@@ -131,15 +116,8 @@ async function parseBody(
   clock: Clock,
 ): Promise<unknown> {
   if (!declaresBody(request) || !request.body) return null
-  // Bun's timer counts from the request's start whatever arrives and closes without an answer:
-  // while the body is read, its own deadline (408) is the only one.
-  server?.timeout(request, 0)
-  let bytes: Uint8Array
-  try {
-    bytes = await readLimited(request.body, limits, clock)
-  } finally {
-    server?.timeout(request, connectionTimeoutSeconds(limits.requestTimeoutSeconds))
-  }
+  const body = request.body
+  const bytes = await withoutConnectionTimeout(server, request, limits.requestTimeoutSeconds, () => readLimited(body, limits, clock))
   delete headers.connection
   // Content-Type is a single value (RFC 9110 §8.3): repeated, the header arrives comma-joined.
   const declared = request.headers.get('content-type')

@@ -6,7 +6,7 @@ describe('cleanName', () => {
     ['Pokémon Trainer: Éclair', 'pokemon trainer eclair'],
     ['Charizard ex (SV-012)', 'charizard ex sv 012'],
     ['  Black   Lotus ', 'black lotus'],
-    ["Jace, the Mind Sculptor", 'jace the mind sculptor'],
+    ['Jace, the Mind Sculptor', 'jace the mind sculptor'],
     ['ÆTHER Vial', 'æther vial'],
   ])('%s → %s', (name, expected) => {
     expect(cleanName(name)).toBe(expected)

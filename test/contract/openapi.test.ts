@@ -10,20 +10,19 @@ import { loadConfig } from '../../src/config'
 import { openPostgres } from '../../src/db/client'
 import { createKey } from '../../src/modules/auth/keys'
 import { SIGNUP_THROTTLE } from '../../src/modules/auth/login-throttle'
-import { TIER_POLICY, type Tier, TIERS } from '../../src/modules/auth/tiers'
-import { utcDate } from '../../src/shared/clock'
-import { accountWithKey, type TestAccount, testRedis } from '../helpers/auth'
-import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../helpers/db'
-import { TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
-import { startServer } from '../helpers/server'
+import { TIER_POLICY, TIERS, type Tier } from '../../src/modules/auth/tiers'
 import { createHttpSource } from '../../src/modules/ingest/sources/http'
-import { startFakeMarketplace } from '../fixtures/fake-marketplace'
-import { testClock, tinySource } from '../helpers/db'
-import { declaredSource, NO_LISTINGS } from '../helpers/sources'
-import { testWebhookSettings } from '../helpers/webhooks'
-import { startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { MAX_WEBHOOKS, PING_LIMIT } from '../../src/modules/webhooks/service'
 import { systemResolver } from '../../src/modules/webhooks/target-guard'
+import { utcDate } from '../../src/shared/clock'
+import { startFakeMarketplace } from '../fixtures/fake-marketplace'
+import { startWebhookReceiver } from '../fixtures/webhook-receiver'
+import { accountWithKey, type TestAccount, testRedis } from '../helpers/auth'
+import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testClock, testLogger, tinySource } from '../helpers/db'
+import { TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
+import { startServer } from '../helpers/server'
+import { declaredSource, NO_LISTINGS } from '../helpers/sources'
+import { testWebhookSettings } from '../helpers/webhooks'
 
 // The contract test: every operation /openapi.json lists is called for every status it declares,
 // and each real answer must match what the document itself declares for that status (schema,
@@ -45,7 +44,7 @@ const { game_slug: gameSlug, set_id: setId, card_id: cardId, marketplace_id: mar
 // The next priced card: asked for beside the fixture card in bulk prices.
 const [{ id: unsoldCardId }] = (await selectRows<{ id: number }>(database.db, sql`select min(card_id) as id from card_prices where card_id > ${cardId}`)) as [{ id: number }]
 
-// What a real source leaves out is null (docs/decisions.md "A real source's gaps are null"), so the
+// What a real source leaves out is null (docs/adr/0094-a-real-source-s-gaps-are-null.md), so the
 // answers checked below carry such nulls, written before the server builds its price snapshot: the
 // fixture card's listing count, its second printing's listing prices and buylist (and their
 // history), and the next card's primary printing, never sold. The demo marketplace gives games and
@@ -230,7 +229,10 @@ const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
   },
   'GET /v1/search': { 400: { path: '/v1/search?q=a', key: 'min' }, 404: { path: '/v1/search?q=dragon&game=no-such-game', key: 'min' } },
   'GET /v1/prices/top-movers': { 400: { path: '/v1/prices/top-movers?limit=51', key: 'min' }, 404: { path: '/v1/prices/top-movers?game=no-such-game', key: 'min' } },
-  'GET /v1/prices/changes': { 400: { path: '/v1/prices/changes?since=yesterday', key: 'min' }, 404: { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&game=no-such-game', key: 'min' } },
+  'GET /v1/prices/changes': {
+    400: { path: '/v1/prices/changes?since=yesterday', key: 'min' },
+    404: { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&game=no-such-game', key: 'min' },
+  },
   'GET /v1/bulk/prices': { 400: { path: '/v1/bulk/prices?ids=1,,2', key: 'min' } },
   'GET /v1/cards/{id}/prices/conditions': {
     400: { path: `/v1/cards/${cardId}/prices/conditions?printing=Gold`, key: 'min' },
@@ -307,7 +309,13 @@ async function send(call: Call, operation: Json): Promise<Response> {
   // A stalled upload: its first half, then silence (the stream is never closed).
   const body = call.stallBody && text ? new ReadableStream({ start: (controller) => controller.enqueue(new TextEncoder().encode(text.slice(0, text.length >> 1))) }) : text
   // A redirect is an answer to check, not to follow.
-  return fetch((call.base ?? server.base) + call.path, { method: call.method ?? 'GET', headers, body, redirect: 'manual', ...(call.stallBody ? { duplex: 'half' } : {}) } as RequestInit)
+  return fetch((call.base ?? server.base) + call.path, {
+    method: call.method ?? 'GET',
+    headers,
+    body,
+    redirect: 'manual',
+    ...(call.stallBody ? { duplex: 'half' } : {}),
+  } as RequestInit)
 }
 
 /** The call that should answer `status`, from the table or derived from the success call. */
@@ -362,7 +370,7 @@ function resolved(schema: Json): Json {
 }
 
 // An optional property is one a client must be told about: its description, or its object's next
-// to its name, says when it is there (docs/decisions.md "Every answer field is required unless said").
+// to its name, says when it is there (docs/adr/0088-every-answer-field-is-required-unless-said.md).
 const SAYS_WHEN = /\b(present|absent|omitted)\b/i
 const explainsAbsence = (name: string, property: Json, object: Json) =>
   SAYS_WHEN.test(resolved(property)?.description ?? '') || (SAYS_WHEN.test(object.description ?? '') && (object.description as string).includes(`\`${name}\``))
@@ -485,7 +493,10 @@ describe('the OpenAPI document', () => {
     for (const { id, operation } of operations) {
       const schemes = (operation.security ?? []).flatMap((scheme: Json) => Object.keys(scheme))
       if (schemes.includes('ApiKey')) {
-        expect(TIERS.map((tier) => TIER_POLICY[tier].label), id).toContain(operation['x-min-tier'])
+        expect(
+          TIERS.map((tier) => TIER_POLICY[tier].label),
+          id,
+        ).toContain(operation['x-min-tier'])
         expect(operation.description, id).toStartWith('**Auth:** an API key on ')
       } else if (schemes.includes('Session')) {
         expect(operation.description, id).toStartWith('**Auth:** the `session` cookie')
@@ -605,31 +616,35 @@ describe('every declared answer of every operation matches the document', () => 
       // Their own tests below: they take repeated attempts.
       if ((id === 'POST /v1/auth/login' || id === 'POST /v1/auth/signup') && status === 429) continue
       const needsRedis = status === 429 && SUCCESS[id]?.key !== undefined
-      test.skipIf(needsRedis && !TEST_REDIS_URL)(`${id} → ${status}`, async () => {
-        const call = await callFor(id, operation, status)
-        expect(call, `no call in this test yields ${status}`).toBeDefined()
-        const response = await send(call!, operation)
-        const text = await response.text()
-        expect({ status: response.status, body: text.slice(0, 300) }).toMatchObject({ status })
-        const declared = operation.responses[String(status)]
-        for (const header of Object.keys(declared.headers ?? {})) {
-          expect(response.headers.get(header), `header ${header}`).not.toBeNull()
-        }
-        if (!declared.content) {
-          expect(text).toBe('')
-          return
-        }
-        const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim()
-        expect(Object.keys(declared.content)).toContain(mediaType)
-        if (mediaType !== 'application/json') return
-        const body = JSON.parse(text)
-        const validate = schemaAt('paths', path, method.toLowerCase(), 'responses', String(status), 'content', mediaType, 'schema')
-        expect(validate(body) ? [] : validate.errors).toEqual([])
-        if (status < 300) {
-          examples[id] = trimmed(body)
-          answers[id] = body
-        }
-      }, 20_000)
+      test.skipIf(needsRedis && !TEST_REDIS_URL)(
+        `${id} → ${status}`,
+        async () => {
+          const call = await callFor(id, operation, status)
+          expect(call, `no call in this test yields ${status}`).toBeDefined()
+          const response = await send(call!, operation)
+          const text = await response.text()
+          expect({ status: response.status, body: text.slice(0, 300) }).toMatchObject({ status })
+          const declared = operation.responses[String(status)]
+          for (const header of Object.keys(declared.headers ?? {})) {
+            expect(response.headers.get(header), `header ${header}`).not.toBeNull()
+          }
+          if (!declared.content) {
+            expect(text).toBe('')
+            return
+          }
+          const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]!.trim()
+          expect(Object.keys(declared.content)).toContain(mediaType)
+          if (mediaType !== 'application/json') return
+          const body = JSON.parse(text)
+          const validate = schemaAt('paths', path, method.toLowerCase(), 'responses', String(status), 'content', mediaType, 'schema')
+          expect(validate(body) ? [] : validate.errors).toEqual([])
+          if (status < 300) {
+            examples[id] = trimmed(body)
+            answers[id] = body
+          }
+        },
+        20_000,
+      )
     }
   }
 
@@ -716,7 +731,8 @@ describe('every declared answer of every operation matches the document', () => 
       }
       const body = resolved(operation.requestBody?.content?.['application/json']?.schema)
       for (const [name, property] of Object.entries<Json>(body?.properties ?? {})) {
-        if (Array.isArray(resolved(property).enum)) await refusal(id, operation, { ...success, body: { ...(success.body as object), [name]: 'not-a-choice' } }, name, resolved(property).enum)
+        if (Array.isArray(resolved(property).enum))
+          await refusal(id, operation, { ...success, body: { ...(success.body as object), [name]: 'not-a-choice' } }, name, resolved(property).enum)
       }
     }
     expect(checked).toBeGreaterThanOrEqual(12)
@@ -738,9 +754,16 @@ describe('every declared answer of every operation matches the document', () => 
       ['GET /v1/games/{slug}/sets', () => ['marketplace_id', 'image_url', 'set_icon_url'].map((field) => ['data', 0, field])],
       ['GET /v1/sets', () => ['marketplace_id', 'image_url', 'set_icon_url'].map((field) => ['data', 0, field])],
       ['GET /v1/sets/{id}', () => ['marketplace_id', 'image_url', 'set_icon_url'].map((field) => ['data', field])],
-      ...['GET /v1/cards/{id}/history', 'GET /v1/cards/{id}/history/detailed', 'GET /v1/prices/top-movers', 'GET /v1/bulk/prices', 'GET /v1/bulk/cards', 'GET /v1/bulk/conditions', 'GET /v1/bulk/history', 'GET /v1/export/set/{id}'].map(
-        (id) => [id, () => [['meta', 'total']]] as [string, () => (string | number)[][]],
-      ),
+      ...[
+        'GET /v1/cards/{id}/history',
+        'GET /v1/cards/{id}/history/detailed',
+        'GET /v1/prices/top-movers',
+        'GET /v1/bulk/prices',
+        'GET /v1/bulk/cards',
+        'GET /v1/bulk/conditions',
+        'GET /v1/bulk/history',
+        'GET /v1/export/set/{id}',
+      ].map((id) => [id, () => [['meta', 'total']]] as [string, () => (string | number)[][]]),
       ['GET /v1/bulk/prices', () => [['meta', 'unpriced']]],
       ['GET /v1/cards/{id}/prices (Pro)', (answer) => ['sales_volume', 'avg_sales_price', 'sales_as_of'].map((field) => ['data', ...first(answer.data), field])],
     ]

@@ -1,16 +1,16 @@
 import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { openPostgres } from '../../src/db/client'
-import { LISTING_CONDITIONS } from '../../src/modules/conditions/model'
-import { printingOrder } from '../../src/modules/catalog/printings'
-import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { TIER_POLICY } from '../../src/modules/auth/tiers'
-import { accountWithKey, testRedis, testRedisPrefix } from '../helpers/auth'
+import { printingOrder } from '../../src/modules/catalog/printings'
+import { LISTING_CONDITIONS } from '../../src/modules/conditions/model'
+import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { systemClock } from '../../src/shared/clock'
+import { startFakeMarketplace } from '../fixtures/fake-marketplace'
+import { accountWithKey, testRedis, testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, selectRows, testClock, testLogger, tinySource } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { startServer } from '../helpers/server'
-import { startFakeMarketplace } from '../fixtures/fake-marketplace'
 
 // Condition prices end to end: the real app on a real port, the tiny demo marketplace behind a
 // fake marketplace HTTP server (a real socket) that can fail, answer slowly or hang, and the
@@ -80,9 +80,17 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
     const { listings, conditionCounts } = await demo.listListings(card.marketplace_id)
     expect(meta.condition_counts).toEqual(conditionCounts)
     for (const row of data) {
-      expect(Object.keys(row).sort()).toEqual(
-        ['card_id', 'condition', 'language', 'last_updated_at', 'low_price', 'lowest_with_shipping', 'median_with_shipping', 'printing', 'sample_count'],
-      )
+      expect(Object.keys(row).sort()).toEqual([
+        'card_id',
+        'condition',
+        'language',
+        'last_updated_at',
+        'low_price',
+        'lowest_with_shipping',
+        'median_with_shipping',
+        'printing',
+        'sample_count',
+      ])
       const sample = listings.filter((l) => l.printing === row.printing && l.condition === row.condition && l.language === row.language)
       const withShipping = sample.map((l) => Math.round((l.price + l.shipping) * 100) / 100).sort((a, b) => a - b)
       expect(row.card_id).toBe(card.id)
@@ -101,9 +109,7 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
     const byPrinting = printingOrder(card.kind)
     const sorted = [...data].sort(
       (a: any, b: any) =>
-        byPrinting(a.printing, b.printing) ||
-        LISTING_CONDITIONS.indexOf(a.condition) - LISTING_CONDITIONS.indexOf(b.condition) ||
-        a.language.localeCompare(b.language),
+        byPrinting(a.printing, b.printing) || LISTING_CONDITIONS.indexOf(a.condition) - LISTING_CONDITIONS.indexOf(b.condition) || a.language.localeCompare(b.language),
     )
     expect(data).toEqual(sorted)
     expect(await usage(key)).toMatchObject({ live_refreshes_today: 1, live_refresh_limit: TIER_POLICY.pro.liveRefreshesPerDay })
@@ -167,7 +173,14 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
     expect((await usage(key)).live_refreshes_today).toBe(2)
   })
 
-  for (const fault of [{ kind: 'status', status: 500 }, { kind: 'malformed' }, { kind: 'junk' }, { kind: 'slow', delayMs: TIMEOUT_MS * 3 }, { kind: 'hang' }, { kind: 'reset' }] as const) {
+  for (const fault of [
+    { kind: 'status', status: 500 },
+    { kind: 'malformed' },
+    { kind: 'junk' },
+    { kind: 'slow', delayMs: TIMEOUT_MS * 3 },
+    { kind: 'hang' },
+    { kind: 'reset' },
+  ] as const) {
     test(`marketplace ${fault.kind}: stale rows with stale:true, or 503 UPSTREAM_UNAVAILABLE without rows; no live refresh charged`, async () => {
       const { key } = await accountWithKey(database.db, 'pro')
       const cached = freshCard()
@@ -182,7 +195,11 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
       expect(systemClock.monotonic() - started).toBeLessThan(TIMEOUT_MS * 10)
       expect(stale.status).toBe(200)
       expect(stale.body.meta).toEqual({
-        cached: true, stale: true, stale_reason: 'upstream_unavailable', as_of: new Date(TEST_NOW.getTime() - 25 * 3_600_000).toISOString(), total: stale.body.data.length,
+        cached: true,
+        stale: true,
+        stale_reason: 'upstream_unavailable',
+        as_of: new Date(TEST_NOW.getTime() - 25 * 3_600_000).toISOString(),
+        total: stale.body.data.length,
       })
       expect(stale.body.data).toHaveLength(cachedRows)
 
@@ -255,12 +272,10 @@ describe('GET /v1/cards/:id/prices/conditions', () => {
 
   test('a card the marketplace has no listings for gets a refresh and no rows: an empty answer, cached from then on', async () => {
     const { key } = await accountWithKey(database.db, 'pro')
-    const [empty] = await selectRows<{ id: number; marketplace_id: number }>(database.db, sql`select id, marketplace_id from cards order by id`).then(
-      async (rows) => {
-        for (const row of rows) if ((await demo.listListings(row.marketplace_id)).listings.length === 0) return [row]
-        return []
-      },
-    )
+    const [empty] = await selectRows<{ id: number; marketplace_id: number }>(database.db, sql`select id, marketplace_id from cards order by id`).then(async (rows) => {
+      for (const row of rows) if ((await demo.listListings(row.marketplace_id)).listings.length === 0) return [row]
+      return []
+    })
     expect(empty).toBeDefined()
     const first = await conditions(empty!.id, key)
     expect(first.body).toMatchObject({ data: [], meta: { cached: false, condition_counts: {} } })
@@ -340,9 +355,7 @@ describe('across nodes', () => {
     const card = freshCard()
     marketplace.setFault({ kind: 'slow', delayMs: 150 })
     const before = marketplace.requests()
-    const answers = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? server : other).json(`/v1/cards/${card.id}/prices/conditions`, key)),
-    )
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? server : other).json(`/v1/cards/${card.id}/prices/conditions`, key)))
     expect(answers.map((answer) => answer.status)).toEqual(Array(20).fill(200))
     expect(marketplace.requests()).toBe(before + 1)
     expect(answers.filter((answer) => answer.body.meta.cached === false)).toHaveLength(1)

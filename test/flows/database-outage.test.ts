@@ -63,7 +63,11 @@ describe.skipIf(!services)('a database outage under a running service', async ()
   let business: TestAccount
   let revoked: TestAccount
   let cardIds = ''
-  const unknownKey = `tcg_live_${randomBytes(24).toString('base64').replace(/[^0-9A-Za-z]/g, '').padEnd(32, 'x').slice(0, 32)}`
+  const unknownKey = `tcg_live_${randomBytes(24)
+    .toString('base64')
+    .replace(/[^0-9A-Za-z]/g, '')
+    .padEnd(32, 'x')
+    .slice(0, 32)}`
   const signupEmail = `outage-signup-${process.pid}@example.com`
   const signupPassword = 'an outage-time password'
 
@@ -262,7 +266,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
 
     for (let round = 0; round < 2; round++) for (const path of snapshotRoutes()) await expectServed(path)
     for (const route of databaseRoutes()) expectUnavailable(await send(route.path, route), SLACK_MS)
-    remaining-- // the keyed 503 was charged too (docs/decisions.md "Quota accounting")
+    remaining-- // the keyed 503 was charged too (docs/adr/0036-quota-accounting.md)
     // Unknown: the service cannot tell whether the key exists, so it does not say it does not.
     expectUnavailable(await send('/v1/prices/top-movers', { key: unknownKey }), SLACK_MS)
 
@@ -300,7 +304,7 @@ describe.skipIf(!services)('a database outage under a running service', async ()
       },
       { what: 'the revocation refused' },
     )
-    // Within a second (docs/decisions.md "The key check") on a quiet machine; unannounced, the key would be served
+    // Within a second (docs/adr/0007-the-key-check.md) on a quiet machine; unannounced, the key would be served
     // from its last-known record for an hour.
     expect(systemClock.monotonic() - started).toBeLessThan(SLACK_MS)
     expectUnavailable(reply, SLACK_MS)

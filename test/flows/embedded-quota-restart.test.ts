@@ -108,31 +108,35 @@ describe('embedded PGlite: the day survives a restart', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'tcg-quota-restart-'))
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
 
-  test('an exhausted Free account stays refused and the live refreshes stay used', async () => {
-    let server = await start({ DATA_DIR: dataDir })
-    const business = /API key \(Business tier\): +(\S+)/.exec(server.text.join('\n'))?.[1]
-    expect(business).toMatch(/^tcg_live_/)
-    // A Free account as a user makes one: sign up, then a key with the session.
-    const signup = await fetch(`${server.url}/v1/auth/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ email: 'restart@example.com', password: 'restart password' }),
-    })
-    expect(signup.status).toBe(201)
-    const cookie = /^session=[^;]+/.exec(signup.headers.get('set-cookie') ?? '')![0]
-    const created = await fetch(`${server.url}/v1/keys`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', cookie },
-      body: JSON.stringify({ name: 'free' }),
-    })
-    expect(created.status).toBe(201)
-    const free = ((await created.json()) as any).data.key as string
+  test(
+    'an exhausted Free account stays refused and the live refreshes stay used',
+    async () => {
+      let server = await start({ DATA_DIR: dataDir })
+      const business = /API key \(Business tier\): +(\S+)/.exec(server.text.join('\n'))?.[1]
+      expect(business).toMatch(/^tcg_live_/)
+      // A Free account as a user makes one: sign up, then a key with the session.
+      const signup = await fetch(`${server.url}/v1/auth/signup`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'restart@example.com', password: 'restart password' }),
+      })
+      expect(signup.status).toBe(201)
+      const cookie = /^session=[^;]+/.exec(signup.headers.get('set-cookie') ?? '')![0]
+      const created = await fetch(`${server.url}/v1/keys`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', cookie },
+        body: JSON.stringify({ name: 'free' }),
+      })
+      expect(created.status).toBe(201)
+      const free = ((await created.json()) as any).data.key as string
 
-    const spent = await spend(server, free, business!)
-    await stop(server)
-    server = await start({ DATA_DIR: dataDir })
-    await expectSpent(server, free, business!, spent)
-  }, 2 * START_MS)
+      const spent = await spend(server, free, business!)
+      await stop(server)
+      server = await start({ DATA_DIR: dataDir })
+      await expectSpent(server, free, business!, spent)
+    },
+    2 * START_MS,
+  )
 })
 
 describe.skipIf(!TEST_DATABASE_URL)('PostgreSQL without Redis: the day survives a restart', async () => {
@@ -140,32 +144,40 @@ describe.skipIf(!TEST_DATABASE_URL)('PostgreSQL without Redis: the day survives 
   const database = TEST_DATABASE_URL ? await freshDatabase('seeded') : undefined
   const env = { DATABASE_URL: database?.url ?? '' }
 
-  test('after a clean stop, an exhausted Free account stays refused and the live refreshes stay used', async () => {
-    const free = await accountWithKey(database!.db, 'free')
-    const pro = await accountWithKey(database!.db, 'pro')
-    let server = await start(env)
-    const spent = await spend(server, free.key, pro.key)
-    await stop(server)
-    server = await start(env)
-    await expectSpent(server, free.key, pro.key, spent)
-  }, START_MS)
+  test(
+    'after a clean stop, an exhausted Free account stays refused and the live refreshes stay used',
+    async () => {
+      const free = await accountWithKey(database!.db, 'free')
+      const pro = await accountWithKey(database!.db, 'pro')
+      let server = await start(env)
+      const spent = await spend(server, free.key, pro.key)
+      await stop(server)
+      server = await start(env)
+      await expectSpent(server, free.key, pro.key, spent)
+    },
+    START_MS,
+  )
 
-  test('after a crash, what was written before it still counts: the rest of the quota is admitted exactly', async () => {
-    const free = await accountWithKey(database!.db, 'free')
-    let server = await start(env)
-    for (let i = 0; i < 60; i++) expect(await statusOf(server, free.key)).toBe(200)
-    const day = await dayOf(server, free.key)
-    // The recorder writes every 5 s; a crash loses only what it had not written.
-    await eventually(async () => (await findDailyUsage(database!.db, free.accountId, day)).requests === 60, {
-      timeout: 20_000,
-      what: 'the 60 requests written to daily_usage',
-    })
-    await crash(server)
-    server = await start(env)
-    await expectSameDay(day, server, free.key)
-    const statuses = await Promise.all(Array.from({ length: 50 }, () => statusOf(server, free.key)))
-    expect(statuses.filter((status) => status === 200)).toHaveLength(40)
-    expect(statuses.filter((status) => status === 429)).toHaveLength(10)
-    expect(await usageOf(server, free.key)).toMatchObject({ today_requests: FREE_QUOTA, rejected_today: 10 })
-  }, START_MS)
+  test(
+    'after a crash, what was written before it still counts: the rest of the quota is admitted exactly',
+    async () => {
+      const free = await accountWithKey(database!.db, 'free')
+      let server = await start(env)
+      for (let i = 0; i < 60; i++) expect(await statusOf(server, free.key)).toBe(200)
+      const day = await dayOf(server, free.key)
+      // The recorder writes every 5 s; a crash loses only what it had not written.
+      await eventually(async () => (await findDailyUsage(database!.db, free.accountId, day)).requests === 60, {
+        timeout: 20_000,
+        what: 'the 60 requests written to daily_usage',
+      })
+      await crash(server)
+      server = await start(env)
+      await expectSameDay(day, server, free.key)
+      const statuses = await Promise.all(Array.from({ length: 50 }, () => statusOf(server, free.key)))
+      expect(statuses.filter((status) => status === 200)).toHaveLength(40)
+      expect(statuses.filter((status) => status === 429)).toHaveLength(10)
+      expect(await usageOf(server, free.key)).toMatchObject({ today_requests: FREE_QUOTA, rejected_today: 10 })
+    },
+    START_MS,
+  )
 })

@@ -118,7 +118,7 @@ describe('every JSON answer says application/json;charset=utf-8', () => {
     ['snapshot: card prices', `/v1/cards/${card!.id}/prices`, keyed, 200],
     ['snapshot: a card with no prices', '/v1/cards/2147483647/prices', keyed, 404],
     ['snapshot: bulk prices, a few', `/v1/bulk/prices?ids=${cardIds.slice(0, 3).join(',')}`, keyed, 200],
-    // Large enough to go out as a one-chunk stream (respond.ts, bytesResponse).
+    // Large enough to go out as a one-chunk stream (bun-workarounds.ts, bytesResponse).
     ['snapshot: bulk prices, many', `/v1/bulk/prices?ids=${cardIds.join(',')}`, keyed, 200],
     ['snapshot: bulk prices, bad ids', '/v1/bulk/prices?ids=x', keyed, 400],
     ['snapshot: top movers', '/v1/prices/top-movers', keyed, 200],

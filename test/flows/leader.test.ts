@@ -34,10 +34,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two server processes on one database', asyn
   }
 
   const runs = () =>
-    selectRows<{ job: string; outcome: string; n: number }>(
-      database.db,
-      sql`select job, outcome, count(*)::int as n from job_runs group by job, outcome order by job, outcome`,
-    )
+    selectRows<{ job: string; outcome: string; n: number }>(database.db, sql`select job, outcome, count(*)::int as n from job_runs group by job, outcome order by job, outcome`)
   /** What a timeout reports: the runs, who holds advisory locks and what each session is doing. */
   const databaseState = async () =>
     JSON.stringify({

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { TIER_POLICY } from '../../src/modules/auth/tiers'
+import { createHttpSource } from '../../src/modules/ingest/sources/http'
 import { startFakeMarketplace } from '../fixtures/fake-marketplace'
 import { accountWithKey, testRedis } from '../helpers/auth'
 import { freshDatabase, selectRows, testClock, testLogger, tinySource } from '../helpers/db'
@@ -10,7 +10,7 @@ import { startServer } from '../helpers/server'
 
 // 429 LIVE_FETCH_LIMIT (condition prices of a card with no cached rows, the day's live refreshes
 // used up) costs no quota unit, like every 429, and counts in rejected_today
-// (docs/decisions.md "A 429 never costs a unit"). Real HTTP, the configured quota store (real Redis
+// (docs/adr/0090-a-429-never-costs-a-unit.md). Real HTTP, the configured quota store (real Redis
 // when TEST_REDIS_URL is set) and the in-process one, the demo marketplace on a real socket.
 const database = await freshDatabase('seeded')
 const marketplace = await startFakeMarketplace({ source: tinySource() })

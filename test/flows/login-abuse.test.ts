@@ -130,9 +130,7 @@ for (const mode of modes) {
 
     test('sign-ups at once from one address: exactly the limit get through', async () => {
       const from = freshAddress()
-      const responses = await Promise.all(
-        Array.from({ length: 3 * SIGNUP_THROTTLE.refuseAt }, () => post(from, '/v1/auth/signup', { email: newEmail(), password: PASSWORD })),
-      )
+      const responses = await Promise.all(Array.from({ length: 3 * SIGNUP_THROTTLE.refuseAt }, () => post(from, '/v1/auth/signup', { email: newEmail(), password: PASSWORD })))
       expect(responses.filter((r) => r.status === 201)).toHaveLength(SIGNUP_THROTTLE.refuseAt)
       for (const response of responses.filter((r) => r.status !== 201)) await expectRefusal(response, SIGNUP_THROTTLE.windowSeconds)
     }, 60_000)

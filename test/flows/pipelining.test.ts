@@ -15,7 +15,7 @@ import { parseResponse } from '../property/raw-http'
 // one before has come. Bun 1.4.5 closes such a connection the moment it reads the next request while
 // an answer is still awaited (uWS's close on "HTTP_RESPONSE_PENDING"): the awaited answer is dropped
 // and the next request never reaches the app. What this means for the service, over real sockets
-// (docs/decisions.md "Hostile input"): a pipelined request is answered only when every answer before
+// (docs/adr/0028-hostile-input.md): a pipelined request is answered only when every answer before
 // it was ready without waiting, as kept repeats are. Otherwise the client gets no answer, and the
 // request the app had started runs to its end like any whose client left: charged.
 
@@ -29,10 +29,14 @@ const Ok = Type.Object({ data: Type.Object({ ok: Type.Boolean() }) })
 const extend = (app: App) =>
   app
     .onRequest(({ request }) => void reachedApp.push(new URL(request.url).pathname))
-    .get('/probe/waits', async () => {
-      await new Promise((resolve) => setImmediate(resolve))
-      return { data: { ok: true } }
-    }, { apiKey: { needs: 'catalog' }, response: { 200: withRateLimit(Ok), ...KEY_GUARD_ERRORS } }) as unknown as App
+    .get(
+      '/probe/waits',
+      async () => {
+        await new Promise((resolve) => setImmediate(resolve))
+        return { data: { ok: true } }
+      },
+      { apiKey: { needs: 'catalog' }, response: { 200: withRateLimit(Ok), ...KEY_GUARD_ERRORS } },
+    ) as unknown as App
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger }, extend)
 await server.ready()
 const port = Number(new URL(server.base).port)
@@ -70,7 +74,9 @@ function pipelined(port: number, requests: string[]): Promise<{ statuses: number
 }
 
 const get = (path: string, headers: Record<string, string> = {}) =>
-  `GET ${path} HTTP/1.1\r\nHost: x\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')}\r\n`
+  `GET ${path} HTTP/1.1\r\nHost: x\r\n${Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('')}\r\n`
 
 describe('the runtime: a bare Bun.serve', () => {
   /** A Bun.serve whose handler answers at once, or after a turn of the event loop (any I/O: a database, Redis). */
@@ -131,7 +137,7 @@ describe('the service', () => {
     expect(await pipelined(port, [request])).toMatchObject({ statuses: [200] })
     const before = reachedApp.length
     expect(await pipelined(port, [request, request, request])).toMatchObject({ statuses: [200, 200, 200], closed: false })
-    // Answered before Elysia, without a wait (docs/decisions.md "Repeats answered before Elysia").
+    // Answered before Elysia, without a wait (docs/adr/0081-repeats-answered-before-elysia.md).
     expect(reachedApp.length).toBe(before)
     expect(await remaining(key)).toBe(PRO_QUOTA - 4)
   })

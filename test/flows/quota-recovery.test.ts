@@ -13,8 +13,8 @@ import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { TEST_DATABASE_URL, TEST_NOW, TEST_REDIS_URL } from '../helpers/env'
 import { eventually } from '../helpers/eventually'
 import { withProbes } from '../helpers/probes'
-import { startServer } from '../helpers/server'
 import { freePort, spawnRedisServer } from '../helpers/redis-server'
+import { startServer } from '../helpers/server'
 import { startTcpProxy } from '../helpers/tcp-proxy'
 
 // Quotas survive Redis losing its data. A private redis-server that keeps nothing on

@@ -1,14 +1,14 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import type { App } from '../../src/app'
-import { HOT_CHARGES_PER_WINDOW } from '../../src/modules/auth/quota-leases'
+import { HOT_CHARGES_PER_WINDOW } from '../../src/modules/auth/quota'
 import { accountWithKey, testRedis } from '../helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
-import { rawExchange } from '../property/raw-http'
 import { startServer } from '../helpers/server'
+import { rawExchange } from '../property/raw-http'
 
 // The hottest reads asked again (same path and query) are answered before Elysia routes them
-// (src/shared/repeat-routes.ts). Over real HTTP: a repeat must be the app's own answer with this
+// (src/shared/hot-routes.ts). Over real HTTP: a repeat must be the app's own answer with this
 // request's quota, and everything the repeat path cannot decide at once must still reach the app.
 // Each server counts what reaches Elysia, so a test sees which path answered.
 
@@ -165,7 +165,10 @@ describe('a repeated open catalog read', () => {
 
   test('a refusal is never kept: an unknown game stays 404 and a bad page 400', async () => {
     const { server, reachedApp } = inProcess
-    for (const [path, status] of [['/v1/games/no-such-game', 404], ['/v1/games?per_page=0', 400]] as const) {
+    for (const [path, status] of [
+      ['/v1/games/no-such-game', 404],
+      ['/v1/games?per_page=0', 400],
+    ] as const) {
       for (let i = 0; i < 2; i++) {
         const reached = reachedApp.length
         const response = await server.json(path)

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sql } from 'drizzle-orm'
 import type { App } from '../../src/app'
-import { MAX_RESOLVE_NAME_LENGTH } from '../../src/modules/bulk/model'
 import { TIER_POLICY } from '../../src/modules/auth/tiers'
+import { MAX_RESOLVE_NAME_LENGTH } from '../../src/modules/bulk/model'
 import { systemClock } from '../../src/shared/clock'
 import { MAX_JSON_DEPTH } from '../../src/shared/request-rules'
 import { accountWithKey } from '../helpers/auth'
@@ -29,8 +29,7 @@ const call = async (path: string, init: RequestInit = {}) => {
   const response = await server.get(path, init)
   return { status: response.status, body: (await response.json()) as any, headers: response.headers }
 }
-const post = (path: string, body: string, headers: Record<string, string> = {}) =>
-  call(path, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } })
+const post = (path: string, body: string, headers: Record<string, string> = {}) => call(path, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } })
 const keyed = { 'x-api-key': business.key }
 const session = { cookie: business.cookie }
 const keyCount = async () => (await selectRows<{ n: number }>(database.db, sql`select count(*)::int as n from api_keys`))[0]!.n
@@ -210,7 +209,9 @@ describe('request targets and methods', () => {
     const { text } = await rawExchange([`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`])
     expect(parseAnswer(text)).toEqual({
       status: 400,
-      body: { error: { code: 'INVALID_PARAMETER', message: `The request target must be a path, not 127.0.0.1:${port}`, details: [{ field: 'target', message: 'must be a path' }] } },
+      body: {
+        error: { code: 'INVALID_PARAMETER', message: `The request target must be a path, not 127.0.0.1:${port}`, details: [{ field: 'target', message: 'must be a path' }] },
+      },
     })
   }, 20_000)
 
@@ -222,10 +223,14 @@ describe('request targets and methods', () => {
 
   // Bun's HTTP parser refuses these before the app sees them (a bare 400, or the connection
   // closed without an answer): never a 5xx.
-  test.each(['GET * HTTP/1.1', 'OPTIONS * HTTP/1.1', 'FOO /v1/games HTTP/1.1', 'get /v1/games HTTP/1.1'])('%s is never a 5xx', async (line) => {
-    const { text } = await rawExchange([`${line}\r\nHost: x\r\nConnection: close\r\n\r\n`])
-    expect(text).not.toMatch(/^HTTP\/1\.1 5/)
-  }, 20_000)
+  test.each(['GET * HTTP/1.1', 'OPTIONS * HTTP/1.1', 'FOO /v1/games HTTP/1.1', 'get /v1/games HTTP/1.1'])(
+    '%s is never a 5xx',
+    async (line) => {
+      const { text } = await rawExchange([`${line}\r\nHost: x\r\nConnection: close\r\n\r\n`])
+      expect(text).not.toMatch(/^HTTP\/1\.1 5/)
+    },
+    20_000,
+  )
 
   test('names that are properties of every object are unknown docs assets: 404 envelopes', async () => {
     for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'foo']) {
@@ -274,9 +279,19 @@ describe('body size', () => {
   const UNREAD: [what: string, head: () => string, status: number, held: boolean][] = [
     ['a text body on a JSON route', () => 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n', 413, true],
     ['a body without a type', () => 'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\n', 413, true],
-    ['a form body on a keyed route', () => `POST /v1/bulk/resolve/marketplace HTTP/1.1\r\nHost: x\r\nX-API-Key: ${business.key}\r\nContent-Type: application/x-www-form-urlencoded\r\n`, 413, true],
+    [
+      'a form body on a keyed route',
+      () => `POST /v1/bulk/resolve/marketplace HTTP/1.1\r\nHost: x\r\nX-API-Key: ${business.key}\r\nContent-Type: application/x-www-form-urlencoded\r\n`,
+      413,
+      true,
+    ],
     ['a text body without a key', () => 'POST /v1/bulk/resolve/marketplace HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n', 413, true],
-    ['a JSON body on a route that takes none', () => `DELETE /v1/keys/2147483647 HTTP/1.1\r\nHost: x\r\nCookie: ${business.cookie}\r\nContent-Type: application/json\r\n`, 413, true],
+    [
+      'a JSON body on a route that takes none',
+      () => `DELETE /v1/keys/2147483647 HTTP/1.1\r\nHost: x\r\nCookie: ${business.cookie}\r\nContent-Type: application/json\r\n`,
+      413,
+      true,
+    ],
     ['a JSON body to no route', () => 'POST /v1/no-such-route HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n', 404, true],
     ['a body on a wrong method', () => 'PUT /v1/games HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n', 405, true],
     ['a GET of an open read', () => 'GET /v1/games HTTP/1.1\r\nHost: x\r\n', 200, false],
@@ -284,25 +299,33 @@ describe('body size', () => {
     ['a GET of a kept snapshot answer', () => `GET /v1/cards/${card!.id}/prices HTTP/1.1\r\nHost: x\r\nX-API-Key: ${business.key}\r\n`, 200, false],
     ['a HEAD', () => 'HEAD /v1/games HTTP/1.1\r\nHost: x\r\n', 200, false],
   ]
-  test.each(UNREAD)('%s: a chunked body is not read past the limit or the answer; the connection is closed', async (_what, head, status, held) => {
-    const { text, closed, sent } = await flood(`${head()}Transfer-Encoding: chunked\r\n\r\n`, FLOOD)
-    expect(closed).toBe(true)
-    // The limit and the sockets' buffers: far below 64 MB.
-    if (held) expect(sent).toBeLessThan(FLOOD / 4)
-    // Closed with the client's bytes unread, the connection is reset (RFC 9112 §9.6), which may
-    // reach the client before the answer: a client still sending need not see it.
-    if (text) {
+  test.each(UNREAD)(
+    '%s: a chunked body is not read past the limit or the answer; the connection is closed',
+    async (_what, head, status, held) => {
+      const { text, closed, sent } = await flood(`${head()}Transfer-Encoding: chunked\r\n\r\n`, FLOOD)
+      expect(closed).toBe(true)
+      // The limit and the sockets' buffers: far below 64 MB.
+      if (held) expect(sent).toBeLessThan(FLOOD / 4)
+      // Closed with the client's bytes unread, the connection is reset (RFC 9112 §9.6), which may
+      // reach the client before the answer: a client still sending need not see it.
+      if (text) {
+        expect(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1])).toBe(status)
+        expect(text.slice(0, text.indexOf('\r\n\r\n')).toLowerCase()).toContain('connection: close')
+      }
+    },
+    30_000,
+  )
+
+  test.each(UNREAD.filter(([, , status]) => status !== 413))(
+    '%s: a body the service does not read is not drained; the answer closes the connection',
+    async (_what, head, status) => {
+      const { text, closed } = await rawExchange([`${head()}Transfer-Encoding: chunked\r\n\r\n${chunk('{}')}0\r\n\r\n`])
       expect(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1])).toBe(status)
       expect(text.slice(0, text.indexOf('\r\n\r\n')).toLowerCase()).toContain('connection: close')
-    }
-  }, 30_000)
-
-  test.each(UNREAD.filter(([, , status]) => status !== 413))('%s: a body the service does not read is not drained; the answer closes the connection', async (_what, head, status) => {
-    const { text, closed } = await rawExchange([`${head()}Transfer-Encoding: chunked\r\n\r\n${chunk('{}')}0\r\n\r\n`])
-    expect(Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1])).toBe(status)
-    expect(text.slice(0, text.indexOf('\r\n\r\n')).toLowerCase()).toContain('connection: close')
-    expect(closed).toBe(true)
-  }, 20_000)
+      expect(closed).toBe(true)
+    },
+    20_000,
+  )
 
   test('a refused body within the limit is read to its end, and the connection serves the next request', async () => {
     const bodies = [
@@ -362,9 +385,18 @@ describe('one media-type rule for every body', () => {
     ['a priced key route', '/v1/bulk/resolve/marketplace', '{"ids":[1]}', keyed, 200],
   ]
   const ACCEPTED = ['application/json', 'APPLICATION/JSON', 'Application/Json; Charset=UTF-8', 'application/vnd.api+json', 'application/problem+json; charset=utf-8']
-  const REFUSED = ['application/jsonx', 'application/json-patch', 'text/plain', 'text/json', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/msgpack',
+  const REFUSED = [
+    'application/jsonx',
+    'application/json-patch',
+    'text/plain',
+    'text/json',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'application/msgpack',
     // Two Content-Type headers arrive joined like this: a single-valued field sent twice is not JSON's.
-    'application/json, application/json', 'application/json, text/plain']
+    'application/json, application/json',
+    'application/json, text/plain',
+  ]
 
   for (const [what, path, body, headers, success] of ROUTES) {
     test(`${what}: JSON types accepted, others 415`, async () => {
@@ -469,9 +501,7 @@ describe('REQUEST_TIMEOUT_SECONDS: the time a body may take, and a connection ma
     // Bun's timers tick every 4 s, and a timeout of 1 s fired at the next tick: 0 to 4 s after the
     // request, whatever it was doing. Requests started 0.5 s apart over one tick: a tick falls
     // within at least one 0.9 s answer.
-    const outcomes = Array.from({ length: 9 }, (_, i) =>
-      systemClock.sleep(i * 500).then(() => trickle('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n', [], 1_000, 0)),
-    )
+    const outcomes = Array.from({ length: 9 }, (_, i) => systemClock.sleep(i * 500).then(() => trickle('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n', [], 1_000, 0)))
     expect((await Promise.all(outcomes)).map(({ text }) => parseAnswer(text).status)).toEqual(Array(9).fill(200))
   }, 30_000)
 
@@ -498,10 +528,12 @@ describe('a failure that escapes the error handler', () => {
         throw new Error('/srv/secret/path.ts:2')
       },
     })
-    const app = startServer({ db: database.db, redis: undefined, logger: testLogger }, (built) =>
-      built.get('/escape', () => {
-        throw hostile
-      }) as unknown as typeof built,
+    const app = startServer(
+      { db: database.db, redis: undefined, logger: testLogger },
+      (built) =>
+        built.get('/escape', () => {
+          throw hostile
+        }) as unknown as typeof built,
     )
     const response = await app.get('/escape')
     const text = await response.text()

@@ -5,7 +5,7 @@ import { freshDatabase, testLogger } from '../helpers/db'
 import { startServer } from '../helpers/server'
 
 // Bulk resolve's item limit reads the same on every tier and at every length over it
-// (docs/decisions.md "Bulk resolve limits read the same on every tier"), over real HTTP.
+// (docs/adr/0096-bulk-resolve-limits-read-the-same-on-every-tier.md), over real HTTP.
 const database = await freshDatabase('seeded')
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger })
 

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Redis from 'ioredis'
 import { redisOptions } from '../../src/deps'
+import { HOT_CHARGES_PER_WINDOW } from '../../src/modules/auth/quota'
 import { systemClock, utcDate } from '../../src/shared/clock'
 import { accountWithKey, testRedis, testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, type TestDatabase, testLogger } from '../helpers/db'
@@ -13,7 +14,6 @@ import { withProbes } from '../helpers/probes'
 import { type Listening, ROOT, spawnUntilListening } from '../helpers/process'
 import { freePort, spawnRedisServer } from '../helpers/redis-server'
 import { startServer } from '../helpers/server'
-import { HOT_CHARGES_PER_WINDOW } from '../../src/modules/auth/quota-leases'
 
 // Quotas and key changes shared by several nodes, over real HTTP, real PostgreSQL and real Redis:
 // two `test/fixtures/probe-server.ts` processes on one database and one Redis key prefix, and an
@@ -338,7 +338,7 @@ describe.skipIf(!services)('Redis killed during a run', async () => {
       expect(response.headers.get('x-ratelimit-remaining')).toBe(String(100 - admitted))
     }
 
-    // Fewer than a lease takes (quota-leases.ts), so Redis holds every count as it stands; a lease
+    // Fewer than a lease takes (quota/leases.ts), so Redis holds every count as it stands; a lease
     // held through an outage has its own test (quota.test.ts).
     const before = HOT_CHARGES_PER_WINDOW - 1
     for (let i = 0; i < before; i++) await charge()

@@ -49,8 +49,7 @@ describe.skipIf(!TEST_DATABASE_URL)('a sync killed mid-way', async () => {
       db,
       sql`select id, game_id, status, error from sync_runs where price_date = ${today} order by id`,
     )
-  const manualRuns = () =>
-    selectRows<{ id: number; outcome: string; error: string | null }>(db, sql`select id, outcome, error from job_runs where job = 'manual-sync' order by id`)
+  const manualRuns = () => selectRows<{ id: number; outcome: string; error: string | null }>(db, sql`select id, outcome, error from job_runs where job = 'manual-sync' order by id`)
   const byGame = (rows: PriceState[], gameId: number) => rows.filter((row) => row.game_id === gameId)
 
   const cli = () =>

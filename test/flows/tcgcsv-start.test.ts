@@ -29,27 +29,31 @@ describe.skipIf(!TEST_DATABASE_URL)('a first start with MARKETPLACE_SOURCE=tcgcs
     return { status: response.status, body: (await response.json()) as any }
   }
 
-  test('loads the catalog before listening and says which capabilities are live', async () => {
-    mirror = await startFakeTcgcsv()
-    server = await spawnUntilListening(['src/index.ts'], {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '',
-      DATABASE_URL: database!.url,
-      MARKETPLACE_SOURCE: 'tcgcsv',
-      MARKETPLACE_URL: mirror.url,
-      MARKETPLACE_PACING_MS: '0',
-      MARKETPLACE_USER_AGENT: TEST_USER_AGENT,
-      JOBS_ENABLED: 'false',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
-    })
-    key = (await accountWithKey(database!.db, 'business')).key
-    const ready = await fetch(`${server.url}/ready`)
-    expect(ready.status).toBe(200)
-    expect(((await ready.json()) as any).source).toEqual({ name: 'tcgcsv', capabilities: { listings: false, sales: false, past_prices: false } })
-    expect((await mirror.requests()).every((request) => request.userAgent === TEST_USER_AGENT)).toBe(true)
-  }, START_MS)
+  test(
+    'loads the catalog before listening and says which capabilities are live',
+    async () => {
+      mirror = await startFakeTcgcsv()
+      server = await spawnUntilListening(['src/index.ts'], {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        DATABASE_URL: database!.url,
+        MARKETPLACE_SOURCE: 'tcgcsv',
+        MARKETPLACE_URL: mirror.url,
+        MARKETPLACE_PACING_MS: '0',
+        MARKETPLACE_USER_AGENT: TEST_USER_AGENT,
+        JOBS_ENABLED: 'false',
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'info',
+      })
+      key = (await accountWithKey(database!.db, 'business')).key
+      const ready = await fetch(`${server.url}/ready`)
+      expect(ready.status).toBe(200)
+      expect(((await ready.json()) as any).source).toEqual({ name: 'tcgcsv', capabilities: { listings: false, sales: false, past_prices: false } })
+      expect((await mirror.requests()).every((request) => request.userAgent === TEST_USER_AGENT)).toBe(true)
+    },
+    START_MS,
+  )
 
   test('games and sets carry the marketplace ids', async () => {
     const games = await get('/v1/games')
@@ -59,7 +63,11 @@ describe.skipIf(!TEST_DATABASE_URL)('a first start with MARKETPLACE_SOURCE=tcgcs
     )
     const pokemon = await get('/v1/games/pokemon/sets')
     expect(pokemon.status).toBe(200)
-    expect(pokemon.body.data.map((set: any) => set.marketplace_id).sort()).toEqual(SMALL_GROUPS.filter((g) => g.categoryId === 3).map((g) => g.groupId).sort())
+    expect(pokemon.body.data.map((set: any) => set.marketplace_id).sort()).toEqual(
+      SMALL_GROUPS.filter((g) => g.categoryId === 3)
+        .map((g) => g.groupId)
+        .sort(),
+    )
   })
 
   test('a card, its prices and history come from the mirror; what it lacks is null or unavailable', async () => {

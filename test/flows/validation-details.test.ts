@@ -5,8 +5,7 @@ import { accountWithKey } from '../helpers/auth'
 import { freshDatabase, testLogger } from '../helpers/db'
 import { startServer } from '../helpers/server'
 
-// A request with several bad fields is told about all of them in one 400 (docs/decisions.md
-// "Every bad field in one 400"), over real HTTP on the seeded catalog.
+// A request with several bad fields is told about all of them in one 400 (docs/adr/0084-every-bad-field-in-one-400.md), over real HTTP on the seeded catalog.
 const database = await freshDatabase('seeded')
 let app: App | undefined
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger }, (built) => (app = built))

@@ -8,10 +8,10 @@ import { webhookAlertHook } from '../../src/modules/webhooks/alerts'
 import { createDeliveryWorker } from '../../src/modules/webhooks/delivery'
 import { createSecretBox } from '../../src/modules/webhooks/secret-box'
 import { clockWithWall, systemClock, utcDate } from '../../src/shared/clock'
+import { startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { fakeClock } from '../helpers/clock'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../helpers/db'
 import { TEST_NOW } from '../helpers/env'
-import { startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { seedWebhook, TEST_WEBHOOK_KEY, webhookOwner } from '../helpers/webhooks'
 
 // End to end: a sync commits prices, the alert hook writes the crossings to the outbox and wakes

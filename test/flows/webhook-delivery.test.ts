@@ -12,12 +12,12 @@ import { DELIVERY_TIMEOUT_MS, MAX_RESPONSE_BYTES } from '../../src/modules/webho
 import { checkTargetAtCreation, type Resolver } from '../../src/modules/webhooks/target-guard'
 import { type Clock, systemClock } from '../../src/shared/clock'
 import { createLogger, type Logger } from '../../src/shared/logger'
+import { type ReceivedRequest, startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { fakeClock } from '../helpers/clock'
 import { freshDatabase, selectRows, testLogger } from '../helpers/db'
-import { eventually } from '../helpers/eventually'
 import { TEST_DATABASE_URL } from '../helpers/env'
+import { eventually } from '../helpers/eventually'
 import { ROOT, serverProcesses } from '../helpers/process'
-import { type ReceivedRequest, startWebhookReceiver } from '../fixtures/webhook-receiver'
 import { queueDelivery, seedWebhook, TEST_WEBHOOK_KEY, webhookOwner } from '../helpers/webhooks'
 
 // The delivery worker in this process against a real receiver over HTTP, on either database.
@@ -84,10 +84,7 @@ const attempts = (deliveryId: number) =>
   )
 type WebhookRow = { is_active: boolean; consecutive_failures: number; disabled: boolean; disabled_reason: string | null }
 async function webhookRow(id: number): Promise<WebhookRow> {
-  const [row] = await selectRows<WebhookRow>(
-    db,
-    sql`select is_active, consecutive_failures, disabled_at is not null as disabled, disabled_reason from webhooks where id = ${id}`,
-  )
+  const [row] = await selectRows<WebhookRow>(db, sql`select is_active, consecutive_failures, disabled_at is not null as disabled, disabled_reason from webhooks where id = ${id}`)
   return row!
 }
 
@@ -372,9 +369,7 @@ describe('targets refused at delivery (WEBHOOK_ALLOW_PRIVATE_TARGETS off)', () =
     const queued = await queueDelivery(db, webhookId)
     await worker({ settings: { secrets: box, targets } }).drain()
     expect(receiver.received()).toHaveLength(0)
-    expect((await delivery(queued.id))!.last_error).toBe(
-      "url's host rebind.example.test resolves to a loopback address (127.0.0.1); webhook targets must be public",
-    )
+    expect((await delivery(queued.id))!.last_error).toBe("url's host rebind.example.test resolves to a loopback address (127.0.0.1); webhook targets must be public")
   })
 
   test('the same name is delivered when the operator allows private targets (the refusal above is the policy, not a broken URL)', async () => {
@@ -474,7 +469,10 @@ describe('who delivers', () => {
     const hooks = await Promise.all(Array.from({ length: 5 }, (_, n) => seedWebhook(db, box, { accountId: owner, url: hook(`race-${n}`) })))
     const queued = await Promise.all(Array.from({ length: 60 }, (_, n) => queueDelivery(db, hooks[n % hooks.length]!.id)))
     await Promise.all([worker({ concurrency: 8 }).drain(), worker({ concurrency: 8 }).drain()])
-    const ids = receiver.received().map((request) => request.headers['webhook-id']).sort()
+    const ids = receiver
+      .received()
+      .map((request) => request.headers['webhook-id'])
+      .sort()
     expect(ids).toEqual(queued.map((entry) => entry.eventId).sort())
     const [counts] = await selectRows<{ delivered: number; attempts: number }>(
       db,
@@ -570,10 +568,7 @@ describe.skipIf(!TEST_DATABASE_URL)('the real server as the delivery worker', as
     await eventually(async () => (await statusOf(held)).status === 'delivered', { what: 'the held event delivered' })
     expect(await statusOf(held)).toMatchObject({ status: 'delivered', attempts: 2 })
     // The killed attempt left no record; the one that got through did.
-    const recorded = await selectRows<{ attempt: number; outcome: string }>(
-      killed.db,
-      sql`select attempt, outcome from webhook_attempts where event_id = ${held} order by id`,
-    )
+    const recorded = await selectRows<{ attempt: number; outcome: string }>(killed.db, sql`select attempt, outcome from webhook_attempts where event_id = ${held} order by id`)
     expect(recorded).toEqual([{ attempt: 2, outcome: 'delivered' }])
 
     // A later entry delivered: the worker has claimed since, and a claim counts its attempt at once,
@@ -598,7 +593,13 @@ describe.skipIf(!TEST_DATABASE_URL)('the real server as the delivery worker', as
       sql`select c.id, c.name from cards c where c.id = (select min(card_id) from card_prices where market_price > 1)`,
     )
     // Armed, with the price already past the threshold: as a leader that died between a sync's commit and its evaluation leaves it.
-    const crossed = await seedWebhook(killed.db, box, { accountId: await webhookOwner(killed.db), url: `${target.url}/hooks/caught-up`, cardId: priced!.id, condition: 'above', threshold: 0.5 })
+    const crossed = await seedWebhook(killed.db, box, {
+      accountId: await webhookOwner(killed.db),
+      url: `${target.url}/hooks/caught-up`,
+      cardId: priced!.id,
+      condition: 'above',
+      threshold: 0.5,
+    })
     const started = await start()
     const [request] = await target.waitFor(1, 20_000)
     const payload = verified(request!, crossed.secret) as Record<string, unknown>

@@ -13,11 +13,7 @@ export function freshAddress(): string {
 }
 
 /** A request as fetch makes it, but sent from `localAddress` (fetch cannot choose its source address). */
-export function fetchFrom(
-  localAddress: string,
-  url: string,
-  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
-): Promise<Response> {
+export function fetchFrom(localAddress: string, url: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<Response> {
   return new Promise((resolve, reject) => {
     const outgoing = request(url, { method: init.method ?? 'GET', headers: init.headers, localAddress, agent: false }, (incoming) => {
       const chunks: Buffer[] = []

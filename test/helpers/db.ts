@@ -1,9 +1,9 @@
 import { afterAll } from 'bun:test'
-import { type SQL, sql } from 'drizzle-orm'
-import type { Database, DatabaseHandle } from '../../src/db/client'
+import { sql } from 'drizzle-orm'
+import type { DatabaseHandle } from '../../src/db/client'
 import { openPglite, openPostgres } from '../../src/db/client'
-import { syncGames } from '../../src/modules/ingest/service'
 import { DEFAULT_BACKFILL } from '../../src/modules/ingest/normalize'
+import { syncGames } from '../../src/modules/ingest/service'
 import { PRINTINGS_BY_KIND } from '../../src/modules/ingest/source'
 import { createDemoSource } from '../../src/modules/ingest/sources/demo'
 import { createLogger } from '../../src/shared/logger'
@@ -13,6 +13,7 @@ import { TEST_DATABASE_URL, TEST_NOW } from './env'
 export type Template = 'empty' | 'seeded'
 
 export const testLogger = createLogger('silent')
+
 import { testClock } from './clock'
 
 export { testClock }
@@ -21,7 +22,7 @@ export const tinySource = () => createDemoSource({ scale: 'tiny', now: () => TES
 export { selectRows } from '../../src/db/client'
 
 /**
- * The test oracle for docs/decisions.md "Primary printing", written apart from the code under test: an ORDER BY that
+ * The test oracle for docs/adr/0011-primary-printing.md, written apart from the code under test: an ORDER BY that
  * puts a card's primary printing first among its `card_prices cp`, the game being aliased `g`.
  */
 export const PRIMARY_PRINTING_FIRST = sql.raw(
@@ -38,10 +39,7 @@ const templates = new Map<Template, Promise<Built>>()
 async function fill(handle: DatabaseHandle, template: Template) {
   await handle.migrate()
   if (template === 'seeded') {
-    await syncGames(
-      { db: handle.db, source: tinySource(), clock: testClock, logger: testLogger },
-      { backfill: DEFAULT_BACKFILL },
-    )
+    await syncGames({ db: handle.db, source: tinySource(), clock: testClock, logger: testLogger }, { backfill: DEFAULT_BACKFILL })
   }
 }
 

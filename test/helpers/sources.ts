@@ -2,7 +2,7 @@ import type { MarketplaceSource, SourceCapabilities, SourceName } from '../../sr
 import { tinySource } from './db'
 
 export const FULL_CAPABILITIES: SourceCapabilities = { listings: true, sales: true, pastPrices: true }
-/** What the TCGCSV mirror lacks (DESIGN: no listings, no sales). */
+/** What the TCGCSV mirror lacks (docs/adr/0101-real-sources-declare-what-they-lack.md: no listings, no sales). */
 export const NO_LISTINGS: SourceCapabilities = { listings: false, sales: false, pastPrices: false }
 
 /**

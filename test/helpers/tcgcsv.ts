@@ -6,14 +6,9 @@
  *   await mirror.setFault({ kind: 'status', status: 429, retryAfter: 2, match: '/prices', times: 1 })
  *   ... await mirror.stop()
  */
+
+import { DEFAULT_MIRROR_DATE, type LoggedRequest, type MirrorSize, type Modification, type TcgcsvFault } from '../fixtures/fake-tcgcsv'
 import type { TcgcsvMirrorCounts } from '../fixtures/tcgcsv-data'
-import {
-  DEFAULT_MIRROR_DATE,
-  type LoggedRequest,
-  type MirrorSize,
-  type Modification,
-  type TcgcsvFault,
-} from '../fixtures/fake-tcgcsv'
 import { spawnUntilListening, stopProcess } from './process'
 
 /** A User-Agent the fake mirror accepts, as a test client's. */

@@ -2,8 +2,8 @@ import { sql } from 'drizzle-orm'
 import { type Database, selectRows } from '../../src/db/client'
 import { accounts, webhookDeliveries, webhooks } from '../../src/db/schema'
 import { createSecretBox, type SecretBox } from '../../src/modules/webhooks/secret-box'
-import { newEventId, newSigningSecret } from '../../src/modules/webhooks/signing'
 import type { WebhookSettings } from '../../src/modules/webhooks/settings'
+import { newEventId, newSigningSecret } from '../../src/modules/webhooks/signing'
 import type { TargetPolicy } from '../../src/modules/webhooks/target-guard'
 import { systemClock } from '../../src/shared/clock'
 
@@ -73,7 +73,15 @@ export async function queueDelivery(db: Database, webhookId: number, options: { 
   const eventId = newEventId()
   const payload =
     options.payload ??
-    JSON.stringify({ event: 'price_alert', card_id: webhookId, card_name: 'Pokémon — Ünïcode ✓ "quoted"', condition: 'above', threshold: 12.5, current_price: 12.75, timestamp: systemClock.now().toISOString() })
+    JSON.stringify({
+      event: 'price_alert',
+      card_id: webhookId,
+      card_name: 'Pokémon — Ünïcode ✓ "quoted"',
+      condition: 'above',
+      threshold: 12.5,
+      current_price: 12.75,
+      timestamp: systemClock.now().toISOString(),
+    })
   const [row] = await db
     .insert(webhookDeliveries)
     // Due by this process's clock, which the worker reads, not by the database's (they may differ by a few ms).

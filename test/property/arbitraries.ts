@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: '${7*7}' is a template-injection probe, meant to be sent literally.
 import fc from 'fast-check'
 import type { World } from './world'
 
@@ -74,14 +75,100 @@ export function wireBytes(text: string): Buffer {
 
 /** Strings that have broken or could break parsers, SQL, lookups by key and number coercion. */
 const NASTY = [
-  '\u0000', 'a\u0000b', '1\u0000', '\u0000\u0000', '..', '.', '../..', '../../etc/passwd', '/', '//', '\\', '*',
-  'constructor', '__proto__', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__',
-  '-1', '0', '-0', '1.5', '1e3', '1e1', '1e309', '-1e309', 'NaN', 'Infinity', '-Infinity', '0x10', '0X10', '0b1', '0b10000', '0o7', '0o20', '1_000', '16.', '.5',
-  ' 1', '1 ', '+1', '00001', '2147483647', '2147483648', '-2147483649', '9007199254740993', '99999999999999999999999999',
-  '', ' ', 'null', 'undefined', 'true', 'false', '[]', '{}', '[object Object]',
-  "' OR '1'='1", "'; drop table accounts; --", '%', '%%', '%zz', '%0', '%00', '%C3%28', '%FF', '%E2%82', '%ED%A0%80', '%2F', '%2e%2e',
-  '😀', 'é', 'e\u0301', '\u202e', '\ufeff', '\u2028', 'ſ', 'İ', '\uffff', '\u{10ffff}', '<script>alert(1)</script>', '${7*7}', '{{7*7}}',
-  'a,b', ',', ',,,', '1,2,3', '1;2', 'a=b', 'a&b', '#', '?', '\t', ' \n',
+  '\u0000',
+  'a\u0000b',
+  '1\u0000',
+  '\u0000\u0000',
+  '..',
+  '.',
+  '../..',
+  '../../etc/passwd',
+  '/',
+  '//',
+  '\\',
+  '*',
+  'constructor',
+  '__proto__',
+  'prototype',
+  'toString',
+  'hasOwnProperty',
+  'valueOf',
+  '__defineGetter__',
+  '-1',
+  '0',
+  '-0',
+  '1.5',
+  '1e3',
+  '1e1',
+  '1e309',
+  '-1e309',
+  'NaN',
+  'Infinity',
+  '-Infinity',
+  '0x10',
+  '0X10',
+  '0b1',
+  '0b10000',
+  '0o7',
+  '0o20',
+  '1_000',
+  '16.',
+  '.5',
+  ' 1',
+  '1 ',
+  '+1',
+  '00001',
+  '2147483647',
+  '2147483648',
+  '-2147483649',
+  '9007199254740993',
+  '99999999999999999999999999',
+  '',
+  ' ',
+  'null',
+  'undefined',
+  'true',
+  'false',
+  '[]',
+  '{}',
+  '[object Object]',
+  "' OR '1'='1",
+  "'; drop table accounts; --",
+  '%',
+  '%%',
+  '%zz',
+  '%0',
+  '%00',
+  '%C3%28',
+  '%FF',
+  '%E2%82',
+  '%ED%A0%80',
+  '%2F',
+  '%2e%2e',
+  '😀',
+  'é',
+  'e\u0301',
+  '\u202e',
+  '\ufeff',
+  '\u2028',
+  'ſ',
+  'İ',
+  '\uffff',
+  '\u{10ffff}',
+  '<script>alert(1)</script>',
+  '${7*7}',
+  '{{7*7}}',
+  'a,b',
+  ',',
+  ',,,',
+  '1,2,3',
+  '1;2',
+  'a=b',
+  'a&b',
+  '#',
+  '?',
+  '\t',
+  ' \n',
 ]
 
 /** Numbers as strings: the edges of int32, JS safe integers, floats and exponent forms. */
@@ -127,12 +214,22 @@ function encode(value: string): string {
 /**
  * Other spellings of a valid number that Number() reads as the same value (URL-encoded): hex,
  * binary, octal, a sign, a trailing point, spaces, a leading zero, exponents; for an integer, a
- * fraction of zeros too. A number in a URL is plain decimal (docs/decisions.md "Query integers").
+ * fraction of zeros too. A number in a URL is plain decimal (docs/adr/0001-query-integers.md).
  */
 export function looseSpellings(value: number, kind: 'integer' | 'number'): string[] {
   const spellings = [
-    `0x${value.toString(16)}`, `0X${value.toString(16).toUpperCase()}`, `0b${value.toString(2)}`, `0o${value.toString(8)}`, `%2B${value}`,
-    `${value}.`, `%20${value}`, `${value}%20`, `%09${value}`, `0${value}`, `${value}e0`, `${value / 10}e1`,
+    `0x${value.toString(16)}`,
+    `0X${value.toString(16).toUpperCase()}`,
+    `0b${value.toString(2)}`,
+    `0o${value.toString(8)}`,
+    `%2B${value}`,
+    `${value}.`,
+    `%20${value}`,
+    `${value}%20`,
+    `%09${value}`,
+    `0${value}`,
+    `${value}e0`,
+    `${value / 10}e1`,
   ]
   return kind === 'integer' ? [...spellings, `${value}.0`] : spellings
 }
@@ -169,9 +266,7 @@ function plausible(name: string, schema: any, world: World, path = ''): fc.Arbit
   if (name === 'q') return fc.constantFrom(...s.cardNames, 'dragon', 'pika')
   if (name === 'ids' && schema?.type === 'string') {
     // A comma-separated id list: real ids, unknown ids, duplicates and empty elements.
-    return fc
-      .array(fc.oneof(fc.constantFrom(...s.cardIds), fc.integer({ min: 1, max: 2 ** 31 - 1 })), { minLength: 1, maxLength: 40 })
-      .map((ids) => ids.join(','))
+    return fc.array(fc.oneof(fc.constantFrom(...s.cardIds), fc.integer({ min: 1, max: 2 ** 31 - 1 })), { minLength: 1, maxLength: 40 }).map((ids) => ids.join(','))
   }
   if (name === 'ids') return fc.array(fc.constantFrom(...s.marketplaceIds), { minLength: 1, maxLength: 40 })
   if (name === 'names') return fc.array(fc.oneof(fc.constantFrom(...s.cardNames), fc.string({ maxLength: 30 })), { minLength: 1, maxLength: 20 })
@@ -213,9 +308,7 @@ function declaredQueryPair(param: Operation['params'][number], world: World, pat
     // Array and object syntaxes: `ids[]=1`, `page[0]=1`, `game[__proto__]=x`.
     {
       weight: 1,
-      arbitrary: fc
-        .tuple(fc.constantFrom('[]', '[0]', '[a]', '[__proto__]', '.x', '%5B%5D'), value)
-        .map(([suffix, v]): QueryPair[] => [[param.name + suffix, v]]),
+      arbitrary: fc.tuple(fc.constantFrom('[]', '[0]', '[a]', '[__proto__]', '.x', '%5B%5D'), value).map(([suffix, v]): QueryPair[] => [[param.name + suffix, v]]),
     },
     // Present without a value (`?page`) or with an empty one (`?page=`).
     { weight: 1, arbitrary: fc.constantFrom<QueryPair[]>([[param.name, undefined]], [[param.name, '']]) },
@@ -225,7 +318,10 @@ function declaredQueryPair(param: Operation['params'][number], world: World, pat
 /** Query pairs nobody declared: unknown names, prototype names, hostile names. */
 const unknownQueryPair: fc.Arbitrary<QueryPair> = fc.tuple(
   fc.oneof(fc.constantFrom('__proto__', 'constructor', 'prototype', 'toString', 'x', 'api_key', 'X-API-Key', '', '%', '%00', 'a%zz'), hostileText.map(encode)),
-  fc.option(fc.tuple(hostileText, urlForm).map(([v, form]) => inUrl(v, form)), { nil: undefined }),
+  fc.option(
+    fc.tuple(hostileText, urlForm).map(([v, form]) => inUrl(v, form)),
+    { nil: undefined },
+  ),
 )
 
 function queryString(pairs: QueryPair[], separator: string): string {
@@ -243,9 +339,7 @@ function queryArbitrary(op: Operation, world: World): fc.Arbitrary<string> {
     .tuple(fc.tuple(...perParam), fc.array(unknownQueryPair, { maxLength: 3 }), fc.constantFrom('&', '&', '&', ';', '&&', '&amp;'), fc.boolean())
     .chain(([groups, unknown, separator, shuffle]) => {
       const pairs = [...groups.flat(), ...unknown]
-      return (shuffle ? fc.shuffledSubarray(pairs, { minLength: pairs.length, maxLength: pairs.length }) : fc.constant(pairs)).map((ordered) =>
-        queryString(ordered, separator),
-      )
+      return (shuffle ? fc.shuffledSubarray(pairs, { minLength: pairs.length, maxLength: pairs.length }) : fc.constant(pairs)).map((ordered) => queryString(ordered, separator))
     })
 }
 
@@ -314,12 +408,14 @@ function objectBody(schema: any, world: World, path: string): fc.Arbitrary<strin
   const properties = Object.entries<any>(schema?.properties ?? {})
   const required = new Set<string>(schema?.required ?? [])
   const fields = properties.map(([name, s]) =>
-    fc.option(fieldValue(name, s, world, path).map((v): [string, string] => [name, v]), { nil: undefined, freq: required.has(name) ? 10 : 2 }),
+    fc.option(
+      fieldValue(name, s, world, path).map((v): [string, string] => [name, v]),
+      { nil: undefined, freq: required.has(name) ? 10 : 2 },
+    ),
   )
-  const extras = fc.array(
-    fc.oneof(protoEntry, fc.tuple(hostileText, hostileJsonScalar), fc.tuple(fc.constantFrom('tier', 'account_id', 'is_active', 'id'), hostileJsonScalar)),
-    { maxLength: 3 },
-  )
+  const extras = fc.array(fc.oneof(protoEntry, fc.tuple(hostileText, hostileJsonScalar), fc.tuple(fc.constantFrom('tier', 'account_id', 'is_active', 'id'), hostileJsonScalar)), {
+    maxLength: 3,
+  })
   return fc.tuple(fc.tuple(...fields), extras, fc.boolean()).map(([given, extra, duplicate]) => {
     const entries = [...given.filter((e): e is [string, string] => e !== undefined), ...extra]
     // A repeated key: which one wins must not matter to safety.
@@ -365,10 +461,31 @@ function bodyArbitrary(op: Operation, world: World): fc.Arbitrary<Uint8Array | u
 // Headers and methods.
 
 const CONTENT_TYPES = [
-  'application/json', 'application/json; charset=utf-8', 'APPLICATION/JSON', 'Application/Json; Charset=UTF-8', 'application/jsonx',
-  'application/vnd.x+json', 'application/problem+json', 'application/json; charset=latin1', 'application/json;;', 'text/json', 'text/plain',
-  'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'multipart/form-data', 'application/msgpack', 'application/octet-stream',
-  '', ';', 'json', '*/*', 'application/*', 'application/json, text/plain', ' application/json', 'application/json\u0000', 'application/ json',
+  'application/json',
+  'application/json; charset=utf-8',
+  'APPLICATION/JSON',
+  'Application/Json; Charset=UTF-8',
+  'application/jsonx',
+  'application/vnd.x+json',
+  'application/problem+json',
+  'application/json; charset=latin1',
+  'application/json;;',
+  'text/json',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'multipart/form-data; boundary=x',
+  'multipart/form-data',
+  'application/msgpack',
+  'application/octet-stream',
+  '',
+  ';',
+  'json',
+  '*/*',
+  'application/*',
+  'application/json, text/plain',
+  ' application/json',
+  'application/json\u0000',
+  'application/ json',
 ]
 
 function credentialHeaders(op: Operation, world: World): fc.Arbitrary<[string, string][]> {
@@ -412,10 +529,7 @@ function otherHeaders(): fc.Arbitrary<[string, string][]> {
         nil: undefined,
       }),
       fc.array(
-        fc.tuple(
-          fc.constantFrom('x-forwarded-for', 'authorization', 'if-none-match', 'range', 'accept-encoding', 'x-requested-with', 'accept-language', 'x-api-key'),
-          hostileText,
-        ),
+        fc.tuple(fc.constantFrom('x-forwarded-for', 'authorization', 'if-none-match', 'range', 'accept-encoding', 'x-requested-with', 'accept-language', 'x-api-key'), hostileText),
         { maxLength: 2 },
       ),
     )
@@ -480,7 +594,20 @@ export function requestLineFor(world: World, paths: string[]): fc.Arbitrary<Host
     fc.constantFrom(...paths).map((p) => `http://127.0.0.1:${world.port}${p}`),
     fc.constantFrom(...paths).map((p) => `http://evil.example${p}`),
     fc.constantFrom(...paths).map((p) => `https://user:pass@127.0.0.1:${world.port}${p}?x=%00`),
-    fc.constantFrom('/docs', '/docs/assets/__proto__', '/docs/assets/constructor', '/docs/assets/toString', '/docs/assets/foo', '/docs/assets/%00', '/openapi.json', '/', '/v1', '/v1/', '/%00', '/health/%2e%2e'),
+    fc.constantFrom(
+      '/docs',
+      '/docs/assets/__proto__',
+      '/docs/assets/constructor',
+      '/docs/assets/toString',
+      '/docs/assets/foo',
+      '/docs/assets/%00',
+      '/openapi.json',
+      '/',
+      '/v1',
+      '/v1/',
+      '/%00',
+      '/health/%2e%2e',
+    ),
   )
   return fc
     .record({

@@ -10,7 +10,7 @@
  *     `16.`, ` 16`, `1e1`: what Number() reads as a number);
  *   - no body shows a stack trace, an absolute file path or `node_modules`;
  *   - a refused request (4xx, or none at all) changed no stored row (usage counters aside, which
- *     docs/decisions.md "Quota accounting" charges even for a 400 after a valid key).
+ *     docs/adr/0036-quota-accounting.md charges even for a 400 after a valid key).
  * With PostgreSQL the service runs as its own process, started as the README starts it.
  *
  * Replay: the seed is printed first ("[hostile] seed …"); failures print fast-check's seed and path.
@@ -21,9 +21,9 @@
  */
 import { expect, test } from 'bun:test'
 import fc from 'fast-check'
+import { ROOT } from '../helpers/process'
 import { FETCH_METHODS, type HostileRequest, KNOWN_METHODS, looseSpellings, type Operation, operationsOf, requestFor, requestLineFor, wireBytes } from './arbitraries'
 import { type RawOutcome, rawExchange } from './raw-http'
-import { ROOT } from '../helpers/process'
 import { createWorld, LIVE_SESSION } from './world'
 
 const SEED = process.env.HOSTILE_SEED ? Number(process.env.HOSTILE_SEED) : Math.floor(Math.random() * 2 ** 31)
@@ -85,7 +85,7 @@ function malformedHttp(request: HostileRequest): boolean {
   const line = `${request.method} ${request.target} ${request.version}`
   return (
     !KNOWN_METHODS.has(request.method) ||
-    request.version !== 'HTTP/1.1' && request.version !== 'HTTP/1.0' ||
+    (request.version !== 'HTTP/1.1' && request.version !== 'HTTP/1.0') ||
     request.omitHost ||
     request.target === '' ||
     // CONNECT takes only the authority form (host:port); Bun drops the connection otherwise.
@@ -124,15 +124,16 @@ async function send(generated: HostileRequest): Promise<Outcome> {
   }
   const outcome: RawOutcome = await rawExchange(world.port, rawRequestBytes(request), { head: request.method === 'HEAD', timeoutMs: ANSWER_TIMEOUT_MS })
   if (outcome.kind === 'response') return { kind: 'answer', answer: { ...outcome.response, via: 'raw' } }
-  return { kind: 'no answer', why: `${outcome.kind === 'timeout' ? `no answer within ${ANSWER_TIMEOUT_MS} ms` : 'connection closed'} (received ${JSON.stringify(Buffer.from(outcome.received).toString('latin1').slice(0, 300))})` }
+  return {
+    kind: 'no answer',
+    why: `${outcome.kind === 'timeout' ? `no answer within ${ANSWER_TIMEOUT_MS} ms` : 'connection closed'} (received ${JSON.stringify(Buffer.from(outcome.received).toString('latin1').slice(0, 300))})`,
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Judging.
 
-const ERROR_CODES = new Set<string>(
-  world.openapi.components.schemas.Error.properties.error.properties.code.enum as string[],
-)
+const ERROR_CODES = new Set<string>(world.openapi.components.schemas.Error.properties.error.properties.code.enum as string[])
 /** What must never reach a client: a stack frame, a file of this checkout, dependencies' paths. */
 const LEAKS: [RegExp, string][] = [
   [/\bat .{0,200}?[(\s](?:file:\/\/)?\/[^\s)]+:\d+:\d+/, 'a stack frame'],
@@ -168,7 +169,7 @@ function judge(request: HostileRequest, outcome: Outcome): string[] {
   return problems
 }
 
-/** How a URL writes a number parameter: decimal digits, a fraction for a number (docs/decisions.md "Query integers"). */
+/** How a URL writes a number parameter: decimal digits, a fraction for a number (docs/adr/0001-query-integers.md). */
 const DECIMAL = { integer: /^-?(?:0|[1-9][0-9]*)$/, number: /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/ }
 
 /** An accepted request had no number parameter that Number() reads as a number but that is not written in decimal. */
@@ -216,7 +217,10 @@ const templateOf = (op: Operation) => new RegExp(`^${op.path.replace(/[.*+?^$()|
  * that does not fit its template; in the query, `+` is a space and the last of a repeated name wins.
  */
 function parameterValues(op: Operation, target: string): Map<string, string> {
-  const [path = '', query = ''] = target.replace(/^[a-z]+:\/\/[^/]*/i, '').split('#')[0]!.split(/\?(.*)/s)
+  const [path = '', query = ''] = target
+    .replace(/^[a-z]+:\/\/[^/]*/i, '')
+    .split('#')[0]!
+    .split(/\?(.*)/s)
   const names = [...op.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]!)
   const values = new Map((templateOf(op).exec(path)?.slice(1) ?? []).map((value, i) => [names[i]!, decoded(value)]))
   for (const pair of query.split('&')) {
@@ -292,11 +296,9 @@ function describeRequest(request: HostileRequest): string {
 function describeOutcome(outcome: Outcome): string {
   if (outcome.kind === 'no answer') return outcome.why
   const { answer } = outcome
-  return [
-    `${answer.status} via ${answer.via}`,
-    ...answer.headers.map(([name, value]) => `  ${name}: ${value}`),
-    `  body: ${JSON.stringify(excerpt(text(answer.body), 800))}`,
-  ].join('\n')
+  return [`${answer.status} via ${answer.via}`, ...answer.headers.map(([name, value]) => `  ${name}: ${value}`), `  body: ${JSON.stringify(excerpt(text(answer.body), 800))}`].join(
+    '\n',
+  )
 }
 
 /** Which tables changed, by name. */
@@ -323,10 +325,16 @@ async function check(request: HostileRequest) {
     await world.renewSession()
     rows = await world.digest()
   }
-  if (VERBOSE) console.log(`[hostile] ${request.operation} | ${request.method} ${excerpt(request.target, 120)} -> ${outcome.kind === 'answer' ? `${outcome.answer.status} ${excerpt(text(outcome.answer.body), 100)}` : outcome.why}`)
+  if (VERBOSE)
+    console.log(
+      `[hostile] ${request.operation} | ${request.method} ${excerpt(request.target, 120)} -> ${outcome.kind === 'answer' ? `${outcome.answer.status} ${excerpt(text(outcome.answer.body), 100)}` : outcome.why}`,
+    )
   if (problems.length > 0) {
     // What the service logged while answering (warnings and errors), often the cause.
-    const logs = world.logsSince(logged).filter((l) => !/"level":(10|20|30)\b/.test(l)).slice(-5)
+    const logs = world
+      .logsSince(logged)
+      .filter((l) => !/"level":(10|20|30)\b/.test(l))
+      .slice(-5)
     if (COLLECT) {
       collected.push({ request, outcome, problems, logs })
       return
@@ -351,7 +359,14 @@ function printable(request: HostileRequest): HostileRequest {
 function regressions(label: string): HostileRequest[] {
   const keyed = (target: string): HostileRequest => plain('GET', target, [['x-api-key', world.keys.pro]])
   const plain = (method: string, target: string, headers: [string, string][] = [], body?: string): HostileRequest => ({
-    operation: label, method, target, headers, body: body === undefined ? undefined : new Uint8Array(Buffer.from(body)), transport: 'fetch', version: 'HTTP/1.1', omitHost: false,
+    operation: label,
+    method,
+    target,
+    headers,
+    body: body === undefined ? undefined : new Uint8Array(Buffer.from(body)),
+    transport: 'fetch',
+    version: 'HTTP/1.1',
+    omitHost: false,
   })
   const deep = (field: string, inner = '"x"') => `{"${field}":${'['.repeat(10_000)}${inner}${']'.repeat(10_000)}}`
   const jsonPost = (target: string, body: string, auth: [string, string][]) => plain('POST', target, [['content-type', 'application/json'], ...auth], body)
@@ -371,12 +386,33 @@ function regressions(label: string): HostileRequest[] {
     'POST /v1/auth/login': [
       jsonPost('/v1/auth/login', deep('email'), []),
       jsonPost('/v1/auth/login', '{"email":"a@b.co","password":{"toString":1}}', []),
-      plain('POST', '/v1/auth/login', [['content-type', 'application/jsonx']], '{}')],
-    'POST /v1/keys': [jsonPost('/v1/keys', deep('name'), [['cookie', world.cookie]]), jsonPost('/v1/keys', '{"name":{"toString":1}}', [['cookie', world.cookie]]), plain('POST', '/v1/keys', [['content-type', 'APPLICATION/JSON'], ['cookie', world.cookie]], '{"name":"upper"}')],
+      plain('POST', '/v1/auth/login', [['content-type', 'application/jsonx']], '{}'),
+    ],
+    'POST /v1/keys': [
+      jsonPost('/v1/keys', deep('name'), [['cookie', world.cookie]]),
+      jsonPost('/v1/keys', '{"name":{"toString":1}}', [['cookie', world.cookie]]),
+      plain(
+        'POST',
+        '/v1/keys',
+        [
+          ['content-type', 'APPLICATION/JSON'],
+          ['cookie', world.cookie],
+        ],
+        '{"name":"upper"}',
+      ),
+    ],
     'POST /v1/bulk/resolve/name': [
       jsonPost('/v1/bulk/resolve/name', deep('names'), [['x-api-key', world.keys.business]]),
       jsonPost('/v1/bulk/resolve/name', '{"names":["x"],"game":{"toString":1}}', [['x-api-key', world.keys.business]]),
-      plain('POST', '/v1/bulk/resolve/name', [['content-type', 'application/jsonx'], ['x-api-key', world.keys.business]], '{"names":["x"]}'),
+      plain(
+        'POST',
+        '/v1/bulk/resolve/name',
+        [
+          ['content-type', 'application/jsonx'],
+          ['x-api-key', world.keys.business],
+        ],
+        '{"names":["x"]}',
+      ),
     ],
     // Other spellings of an id or a page (found by an outside attack): each was answered as the number Number() reads.
     'GET /v1/cards/{id}': looseSpellings(world.samples.cardIds[0]!, 'integer').map((id) => keyed(`/v1/cards/${id}`)),
@@ -384,9 +420,24 @@ function regressions(label: string): HostileRequest[] {
     // Key ids were integers before they were opaque strings: an old one is a 400, never a revocation.
     'DELETE /v1/keys/{keyId}': ['1', '0x1', world.ownKeyIds[0]!.toUpperCase()].map((id) => plain('DELETE', `/v1/keys/${id}`, [['cookie', world.cookie]])),
     // Refusals answered in msgpack to a client that asked for it.
-    'GET /v1/bulk/cards': [plain('GET', '/v1/bulk/cards?ids=abc', [['x-api-key', world.keys.business], ['accept', 'application/msgpack']])],
-    'GET /v1/bulk/history': [plain('GET', '/v1/bulk/history?ids=1&range=zz', [['x-api-key', world.keys.business], ['accept', 'application/msgpack']])],
-    'GET /v1/bulk/prices': [plain('GET', '/v1/bulk/prices?ids=abc', [['x-api-key', world.keys.business], ['accept', 'application/x-msgpack']])],
+    'GET /v1/bulk/cards': [
+      plain('GET', '/v1/bulk/cards?ids=abc', [
+        ['x-api-key', world.keys.business],
+        ['accept', 'application/msgpack'],
+      ]),
+    ],
+    'GET /v1/bulk/history': [
+      plain('GET', '/v1/bulk/history?ids=1&range=zz', [
+        ['x-api-key', world.keys.business],
+        ['accept', 'application/msgpack'],
+      ]),
+    ],
+    'GET /v1/bulk/prices': [
+      plain('GET', '/v1/bulk/prices?ids=abc', [
+        ['x-api-key', world.keys.business],
+        ['accept', 'application/x-msgpack'],
+      ]),
+    ],
     'request line': [
       { ...plain('CONNECT', `127.0.0.1:${world.port}`), transport: 'raw' },
       ...['constructor', '__proto__', 'toString', 'hasOwnProperty', 'foo'].map((file) => plain('GET', `/docs/assets/${file}`)),
@@ -441,26 +492,21 @@ test('every integer and number parameter is plain decimal: each other spelling o
 }, 120_000)
 
 for (const op of operations) {
-  test(
-    `${op.method} ${op.path}`,
-    async () => {
-      await fc.assert(
-        fc.asyncProperty(requestFor(op, world).map(printable), (request) => check(request)),
-        parameters(RUNS, `${op.method} ${op.path}`),
-      )
-    },
-    300_000,
-  )
+  test(`${op.method} ${op.path}`, async () => {
+    await fc.assert(
+      fc.asyncProperty(requestFor(op, world).map(printable), (request) => check(request)),
+      parameters(RUNS, `${op.method} ${op.path}`),
+    )
+  }, 300_000)
 }
 
-test(
-  'request lines: authority form (CONNECT host:port), *, absolute form, odd versions, no Host',
-  async () => {
-    const paths = [...new Set(operations.map((op) => op.path.replace(/\{[^}]+\}/g, '1')))]
-    await fc.assert(fc.asyncProperty(requestLineFor(world, paths).map(printable), (request) => check(request)), parameters(RUNS * 2, 'request line'))
-  },
-  300_000,
-)
+test('request lines: authority form (CONNECT host:port), *, absolute form, odd versions, no Host', async () => {
+  const paths = [...new Set(operations.map((op) => op.path.replace(/\{[^}]+\}/g, '1')))]
+  await fc.assert(
+    fc.asyncProperty(requestLineFor(world, paths).map(printable), (request) => check(request)),
+    parameters(RUNS * 2, 'request line'),
+  )
+}, 300_000)
 
 const collected: { request: HostileRequest; outcome: Outcome; problems: string[]; logs: string[] }[] = []
 
@@ -475,7 +521,9 @@ if (COLLECT) {
     for (const [signature, entries] of groups) {
       // The shortest request of each kind is the easiest to read.
       const smallest = entries.sort((a, b) => describeRequest(a.request).length - describeRequest(b.request).length)[0]!
-      console.log(`\n=== ${entries.length}× ${signature}\n${describeRequest(smallest.request)}\n--> ${excerpt(describeOutcome(smallest.outcome), 1200)}${smallest.logs.map((l) => `\n  log: ${excerpt(l, 400)}`).join('')}`)
+      console.log(
+        `\n=== ${entries.length}× ${signature}\n${describeRequest(smallest.request)}\n--> ${excerpt(describeOutcome(smallest.outcome), 1200)}${smallest.logs.map((l) => `\n  log: ${excerpt(l, 400)}`).join('')}`,
+      )
     }
     console.log(`[hostile] ${collected.length} failing requests in ${groups.size} kinds`)
   })

@@ -54,9 +54,9 @@ export interface Samples {
 
 /**
  * What a correctly refused request may still change, by design, so the digests leave it out:
- * docs/decisions.md "Quota accounting" charges a request once its key is valid "whatever happens after (404 and 400
+ * docs/adr/0036-quota-accounting.md charges a request once its key is valid "whatever happens after (404 and 400
  * cost too)", and those counts reach `daily_usage` and the key's `total_requests`/`last_used_at`
- * in batches (docs/decisions.md "Usage counters in PostgreSQL") at any moment.
+ * in batches (docs/adr/0039-usage-counters-in-postgresql.md) at any moment.
  */
 const USAGE_COUNTERS = { tables: ['daily_usage'], columns: { api_keys: ['total_requests', 'last_used_at'] } as Record<string, string[]> }
 
@@ -85,9 +85,7 @@ export async function createWorld(): Promise<World> {
   const { base } = served
   const port = Number(new URL(base).port)
 
-  const [free, pro, business, revoked] = await Promise.all(
-    (['free', 'pro', 'business', 'pro'] as const).map((tier) => accountWithKey(database.db, tier)),
-  )
+  const [free, pro, business, revoked] = await Promise.all((['free', 'pro', 'business', 'pro'] as const).map((tier) => accountWithKey(database.db, tier)))
   const revokedAnswer = await fetch(`${base}/v1/keys/${revoked!.publicKeyId}`, { method: 'DELETE', headers: { cookie: revoked!.cookie } })
   if (revokedAnswer.status !== 200) throw new Error(`could not revoke the test key: ${revokedAnswer.status} ${await revokedAnswer.text()}`)
 
@@ -117,8 +115,7 @@ export async function createWorld(): Promise<World> {
   if (openapiAnswer.status !== 200) throw new Error(`/openapi.json answered ${openapiAnswer.status}`)
   const openapi = await openapiAnswer.json()
 
-  const column = async <T>(query: ReturnType<typeof sql>, name: string): Promise<T[]> =>
-    (await selectRows<Record<string, T>>(database.db, query)).map((row) => row[name]!)
+  const column = async <T>(query: ReturnType<typeof sql>, name: string): Promise<T[]> => (await selectRows<Record<string, T>>(database.db, query)).map((row) => row[name]!)
   const samples: Samples = {
     cardIds: await column(sql`select id from cards order by id limit 40`, 'id'),
     setIds: await column(sql`select id from sets order by id limit 20`, 'id'),
@@ -130,10 +127,7 @@ export async function createWorld(): Promise<World> {
     cardNames: await column(sql`select name from cards order by id limit 40`, 'name'),
   }
 
-  const tables = await column<string>(
-    sql`select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE' order by 1`,
-    'table_name',
-  )
+  const tables = await column<string>(sql`select table_name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE' order by 1`, 'table_name')
   const digestQuery = (names: string[]) =>
     sql.raw(
       names
@@ -148,9 +142,7 @@ export async function createWorld(): Promise<World> {
   const small = digestQuery(watched.filter((t) => !LARGE_READ_ONLY.includes(t)))
   const all = digestQuery(watched)
   const digest = async (options: { catalogHistory?: boolean } = {}) =>
-    Object.fromEntries(
-      (await selectRows<{ t: string; d: string }>(database.db, options.catalogHistory ? all : small)).map((row) => [row.t, row.d]),
-    )
+    Object.fromEntries((await selectRows<{ t: string; d: string }>(database.db, options.catalogHistory ? all : small)).map((row) => [row.t, row.d]))
 
   return {
     base,
@@ -186,11 +178,7 @@ function inProcessService(database: TestDatabase, redis: Awaited<ReturnType<type
  * error escaping the app's own handler aborts the test runner when the app is in-process), and a
  * dependence on NODE_ENV shows. Needs PostgreSQL, which both processes can open.
  */
-async function spawnService(
-  database: TestDatabase,
-  redis: { url: string; prefix: string } | undefined,
-  onStop: (stop: () => Promise<void>) => void,
-) {
+async function spawnService(database: TestDatabase, redis: { url: string; prefix: string } | undefined, onStop: (stop: () => Promise<void>) => void) {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/tmp',

@@ -1,16 +1,5 @@
 import { sql } from 'drizzle-orm'
-import {
-  bigint,
-  boolean,
-  date,
-  index,
-  integer,
-  pgTable,
-  primaryKey,
-  serial,
-  text,
-  uniqueIndex,
-} from 'drizzle-orm/pg-core'
+import { bigint, boolean, date, index, integer, pgTable, primaryKey, serial, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { createdAt, timestamptz } from './columns'
 
 export const accounts = pgTable(
@@ -42,10 +31,7 @@ export const sessions = pgTable(
     revokedAt: timestamptz('revoked_at'),
     createdAt: createdAt(),
   },
-  (table) => [
-    uniqueIndex('sessions_token_hash_idx').on(table.tokenHash),
-    index('sessions_account_idx').on(table.accountId),
-  ],
+  (table) => [uniqueIndex('sessions_token_hash_idx').on(table.tokenHash), index('sessions_account_idx').on(table.accountId)],
 )
 
 export const apiKeys = pgTable(

@@ -1,15 +1,5 @@
 import { sql } from 'drizzle-orm'
-import {
-  date,
-  index,
-  integer,
-  jsonb,
-  pgTable,
-  serial,
-  smallint,
-  text,
-  uniqueIndex,
-} from 'drizzle-orm/pg-core'
+import { date, index, integer, jsonb, pgTable, serial, smallint, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { timestamptz } from './columns'
 
 export const games = pgTable('games', {
@@ -105,13 +95,8 @@ export const cards = pgTable(
 
 /**
  * Every distinct word of the cards' clean names, with a trigram index: misspelt search words are
- * corrected against this short list, then cards are found by their words (docs/decisions.md, "Matching by words, then by corrected words").
+ * corrected against this short list, then cards are found by their words (docs/adr/0042-matching-by-words-then-by-corrected-words.md).
  * Syncs add the words of the cards they write; a word no card has any more only yields a
  * correction that matches nothing.
  */
-export const searchWords = pgTable(
-  'search_words',
-  { word: text('word').primaryKey() },
-  (table) => [index('search_words_trgm_idx').using('gin', sql`${table.word} gin_trgm_ops`)],
-)
-
+export const searchWords = pgTable('search_words', { word: text('word').primaryKey() }, (table) => [index('search_words_trgm_idx').using('gin', sql`${table.word} gin_trgm_ops`)])

@@ -1,6 +1,6 @@
 import { date, index, integer, jsonb, pgTable, serial, text } from 'drizzle-orm/pg-core'
-import { timestamptz } from './columns'
 import { games } from './catalog'
+import { timestamptz } from './columns'
 
 /** One row per game sync: what ran, how it ended, what it wrote. */
 export const syncRuns = pgTable(

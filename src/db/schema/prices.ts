@@ -1,15 +1,6 @@
-import {
-  date,
-  doublePrecision,
-  index,
-  integer,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-} from 'drizzle-orm/pg-core'
-import { timestamptz } from './columns'
+import { date, doublePrecision, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core'
 import { cards } from './catalog'
+import { timestamptz } from './columns'
 
 // Money and percentages are double precision, stored rounded to 2 decimals: postgres.js returns
 // `numeric` as strings, and the API must emit JSON numbers without a parse on every read.

@@ -1,19 +1,8 @@
 import { sql } from 'drizzle-orm'
-import {
-  bigint,
-  bigserial,
-  boolean,
-  doublePrecision,
-  index,
-  integer,
-  pgTable,
-  serial,
-  text,
-  uniqueIndex,
-} from 'drizzle-orm/pg-core'
-import { createdAt, timestamptz } from './columns'
+import { bigint, bigserial, boolean, doublePrecision, index, integer, pgTable, serial, text, uniqueIndex } from 'drizzle-orm/pg-core'
 import { accounts } from './accounts'
 import { cards } from './catalog'
+import { createdAt, timestamptz } from './columns'
 
 export const webhooks = pgTable(
   'webhooks',
@@ -49,10 +38,7 @@ export const webhooks = pgTable(
     lastTriggeredAt: timestamptz('last_triggered_at'),
     createdAt: createdAt(),
   },
-  (table) => [
-    index('webhooks_account_idx').on(table.accountId, table.id),
-    index('webhooks_card_active_idx').on(table.cardId).where(sql`${table.isActive}`),
-  ],
+  (table) => [index('webhooks_account_idx').on(table.accountId, table.id), index('webhooks_card_active_idx').on(table.cardId).where(sql`${table.isActive}`)],
 )
 
 /**
@@ -85,12 +71,7 @@ export const webhookDeliveries = pgTable(
     deliveredAt: timestamptz('delivered_at'),
     createdAt: createdAt(),
   },
-  (table) => [
-    uniqueIndex('webhook_deliveries_event_idx').on(table.eventId),
-    index('webhook_deliveries_due_idx')
-      .on(table.nextAttemptAt)
-      .where(sql`${table.status} = 'pending'`),
-  ],
+  (table) => [uniqueIndex('webhook_deliveries_event_idx').on(table.eventId), index('webhook_deliveries_due_idx').on(table.nextAttemptAt).where(sql`${table.status} = 'pending'`)],
 )
 
 /**

@@ -2,9 +2,9 @@ import type { Database } from '../../db/client'
 import { AppError } from '../../shared/errors'
 import type { LoginThrottle } from './login-throttle'
 import * as repo from './repo'
-import type { AccountRow } from './repo'
 import { newSessionToken, sha256Hex } from './secrets'
 import type { Tier } from './tiers'
+import type { AccountRow } from './types'
 
 export const SESSION_DAYS = 30
 export const MIN_PASSWORD_LENGTH = 10
@@ -46,11 +46,13 @@ export async function startSession(db: Database, accountId: number, now: Date): 
   return { token: raw, expiresAt }
 }
 
+/** Logs out: the session's cookie no longer authenticates. */
+export async function endSession(db: Database, sessionId: number, now: Date): Promise<void> {
+  await repo.revokeSession(db, sessionId, now)
+}
+
 /** A sign-up from `address`: throttled per address, then `createAccount`. */
-export async function signUp(
-  deps: { db: Database; throttle: LoginThrottle },
-  input: { email: string; password: string; address: string },
-): Promise<AccountRow> {
+export async function signUp(deps: { db: Database; throttle: LoginThrottle }, input: { email: string; password: string; address: string }): Promise<AccountRow> {
   await deps.throttle.signup(input.address)
   return createAccount(deps.db, { email: input.email, password: input.password })
 }

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { count } from 'drizzle-orm'
 import type { Database } from '../../db/client'
-import { accounts } from '../../db/schema'
 import { createAccount } from './accounts'
 import { createKey } from './keys'
-import { findAccountByEmail } from './repo'
-import { type Tier, TIER_POLICY, TIERS } from './tiers'
+import { countAccounts, findAccountByEmail } from './repo'
+import { TIER_POLICY, TIERS, type Tier } from './tiers'
 
 /**
  * The embedded mode's way to a first key. While the server runs it holds the data directory's lock,
@@ -36,8 +34,7 @@ export type DemoAccess = { created: DemoCredentials } | { created: undefined; de
  */
 export async function createDemoAccountIfNone(db: Database): Promise<DemoAccess> {
   return db.transaction(async (tx): Promise<DemoAccess> => {
-    const [row] = await tx.select({ n: count() }).from(accounts)
-    if ((row?.n ?? 0) > 0) return { created: undefined, demoAccount: (await findAccountByEmail(tx, DEMO_EMAIL)) !== undefined }
+    if ((await countAccounts(tx)) > 0) return { created: undefined, demoAccount: (await findAccountByEmail(tx, DEMO_EMAIL)) !== undefined }
     const password = randomBytes(18).toString('base64url')
     // Both rows commit together or not at all.
     const account = await createAccount(tx, { email: DEMO_EMAIL, password, tier: DEMO_TIER })

@@ -59,7 +59,7 @@ describe('key authentication', () => {
 })
 
 describe('tiers', () => {
-  // Written out from the spec's tier table and docs/decisions.md "Tier access", not derived from tiers.ts.
+  // Written out from the spec's tier table and docs/adr/0033-tier-access.md, not derived from tiers.ts.
   const NEEDS: Record<string, { tier: Tier; label: string }> = {
     catalog: { tier: 'free', label: 'Free' },
     bulk_resolve: { tier: 'starter', label: 'Starter' },

@@ -8,7 +8,7 @@ import { findSession } from './accounts'
 import { type DayCounters, nextUtcMidnight } from './quota'
 import type { AccountRow, KeyIdentity } from './repo'
 import type { AuthRuntime } from './runtime'
-import { type Capability, minimumTier, type Tier, TIER_POLICY, type TierPolicy } from './tiers'
+import { type Capability, minimumTier, TIER_POLICY, type Tier, type TierPolicy } from './tiers'
 
 export interface ApiKeyRule {
   /** What the route needs beyond a valid key (see tiers.ts). */
@@ -39,7 +39,7 @@ export interface SessionAuth {
 
 // Per-request state lives beside the request, not in the context: the checks run in `transform`
 // (before validation, so a missing key is a 401 even with bad parameters and a bad parameter still
-// costs quota, docs/decisions.md "Quota accounting"), and the error handler needs the quota state for error bodies.
+// costs quota, docs/adr/0036-quota-accounting.md), and the error handler needs the quota state for error bodies.
 const keyAuths = new WeakMap<Request, KeyAuth>()
 const rateLimits = new WeakMap<Request, RateLimit>()
 const sessions = new WeakMap<Request, SessionAuth>()
@@ -66,48 +66,103 @@ export function addRateLimitHeaders(headers: Record<string, unknown> | Headers, 
   }
 }
 
-function announceQuota(request: Request, headers: Record<string, unknown>, policy: TierPolicy, used: number, now: Date) {
-  const rateLimit = rateLimitOfDay(policy, used, now)
-  addRateLimitHeaders(headers, rateLimit)
-  rateLimits.set(request, rateLimit)
-}
-
 const recordUse = (auth: AuthRuntime, identity: KeyIdentity, now: Date, units: number, rejected = false) =>
   auth.usage.record({ keyId: identity.keyId, accountId: identity.accountId, units, rejected, at: now })
 
+/** A request the key guard let through: who asked, what it was charged, and the `rate_limit` it shows. */
+export interface Admission extends KeyAuth {
+  rateLimit: RateLimit
+}
+
+const fixedCost = (rule: ApiKeyRule) => (typeof rule.cost === 'function' ? undefined : (rule.cost ?? 1))
+
 /**
- * The key guard's whole work for a request it can admit without waiting: the key already known to
- * this node, its tier allowed, a fixed cost that a quota lease or local counters cover, and an
- * answer kept for the key's tier (`answerFor`, asked before anything is charged). Answers that
- * answer and the request's `rate_limit`, charged and counted as the guard would; undefined, with
- * nothing charged or counted, when any of it needs a wait or ends in a refusal: the route's guard
- * then judges the request from the start.
+ * The key guard's prefix that needs no wait, run first on every key-guarded request: the key
+ * already known to this node, its tier allowed, a fixed cost above 0 that a quota lease or local
+ * counters cover, and (`answerFor`, asked before anything is charged) an answer to give. Charged
+ * and recorded then; undefined, with nothing charged or counted, when any of it needs a wait or
+ * ends in a refusal: `admit` then judges the request from the start.
  */
 export function admitAtOnce<Answer>(
   auth: AuthRuntime,
   request: Request,
-  rule: ApiKeyRule & { cost?: number },
+  rule: ApiKeyRule,
   answerFor: (policy: TierPolicy) => Answer | undefined,
-): { answer: Answer; rateLimit: RateLimit } | undefined {
+): { admission: Admission; answer: Answer } | undefined {
   const raw = request.headers.get('x-api-key')
   const identity = raw ? auth.keys.known(raw) : undefined
   if (!identity) return undefined
   const policy = TIER_POLICY[identity.tier]
-  const cost = rule.cost ?? 1
-  if (!policy.capabilities.has(rule.needs) || cost === 0) return undefined
+  const cost = fixedCost(rule)
+  if (!cost || !policy.capabilities.has(rule.needs)) return undefined
   const answer = answerFor(policy)
   if (answer === undefined) return undefined
   const now = auth.clock.now()
   const used = auth.quota.chargeAtOnce({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
   if (used === undefined) return undefined
   recordUse(auth, identity, now, cost)
-  return { answer, rateLimit: rateLimitOfDay(policy, used, now) }
+  return { admission: { identity, policy, now, charge: { cost, used }, rateLimit: rateLimitOfDay(policy, used, now) }, answer }
+}
+
+const always = () => true
+
+/**
+ * The key guard's whole judgement of a request: admitAtOnce, and only when it declines the checks
+ * that wait (key lookup, quota read or charge). Throws the refusal (401, 403, 429) after putting
+ * the quota state in `headers` and beside the request, so error bodies carry it too.
+ */
+async function admit(auth: AuthRuntime, request: Request, rule: ApiKeyRule, body: unknown, headers: Record<string, unknown>): Promise<Admission> {
+  const atOnce = admitAtOnce(auth, request, rule, always)
+  if (atOnce) return announce(request, headers, atOnce.admission)
+  const raw = request.headers.get('x-api-key')
+  if (!raw) throw new AppError('API_KEY_REQUIRED', 'An API key is required: send it in the X-API-Key header')
+  const identity = await auth.keys.lookup(raw)
+  if (!identity) throw new AppError('INVALID_API_KEY', 'The API key is unknown or has been revoked')
+  const policy = TIER_POLICY[identity.tier]
+  const now = auth.clock.now()
+  const allowed = policy.capabilities.has(rule.needs)
+  const cost = typeof rule.cost === 'function' ? (allowed ? rule.cost({ body, tier: identity.tier }) : 0) : (rule.cost ?? 1)
+  if (!allowed || cost === 0) {
+    const counters = await auth.quota.read(identity.accountId, now)
+    const admission = announce(request, headers, { identity, policy, now, counters, rateLimit: rateLimitOfDay(policy, counters.used, now) })
+    recordUse(auth, identity, now, 0)
+    if (!allowed) {
+      const needed = TIER_POLICY[minimumTier(rule.needs)].label
+      throw new AppError('TIER_REQUIRED', `This endpoint requires a ${needed} subscription or higher; this key's account is on ${policy.label}`)
+    }
+    return admission
+  }
+  const charged = await auth.quota.charge({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
+  const rateLimit = rateLimitOfDay(policy, charged.used, now)
+  recordUse(auth, identity, now, charged.admitted ? cost : 0, !charged.admitted)
+  if (!charged.admitted) {
+    announce(request, headers, { identity, policy, now, rateLimit })
+    const reset = nextUtcMidnight(now)
+    const retryAfter = Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000))
+    const left = Math.max(0, policy.dailyQuota - charged.used)
+    const why =
+      cost > 1 && left > 0
+        ? `This request needs ${cost} credits of the daily quota of ${policy.dailyQuota} and ${left} are left`
+        : `Daily quota of ${policy.dailyQuota} requests exceeded`
+    throw new AppError('RATE_LIMIT_EXCEEDED', `${why}; it resets at midnight UTC (${reset.toISOString()})`, undefined, {
+      'retry-after': String(retryAfter),
+    })
+  }
+  return announce(request, headers, { identity, policy, now, charge: { cost, used: charged.used }, rateLimit })
+}
+
+/** Puts an admission beside its request (for the route, the error handler, refundRefusal) and its X-RateLimit-* in `headers`. */
+function announce(request: Request, headers: Record<string, unknown>, admission: Admission): Admission {
+  addRateLimitHeaders(headers, admission.rateLimit)
+  rateLimits.set(request, admission.rateLimit)
+  keyAuths.set(request, admission)
+  return admission
 }
 
 /**
  * A 429 costs nothing, also one a route answers after the guard charged its request (429
  * LIVE_FETCH_LIMIT): the units go back, the refusal counts in rejected_today, and the answer's
- * `rate_limit` and headers show the quota as it was before (docs/decisions.md "A 429 never costs a unit").
+ * `rate_limit` and headers show the quota as it was before (docs/adr/0090-a-429-never-costs-a-unit.md).
  * Called by the error handler before it answers.
  */
 export async function refundRefusal(auth: AuthRuntime, request: Request, error: AppError, headers: Record<string, unknown>) {
@@ -124,13 +179,15 @@ export async function refundRefusal(auth: AuthRuntime, request: Request, error: 
     return
   }
   auth.usage.refund({ accountId: identity.accountId, units: charge.cost, at: now })
-  announceQuota(request, headers, policy, charge.used - charge.cost, now)
+  const rateLimit = rateLimitOfDay(policy, charge.used - charge.cost, now)
+  addRateLimitHeaders(headers, rateLimit)
+  rateLimits.set(request, rateLimit)
 }
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /**
- * CSRF defence for cookie-authenticated writes (docs/decisions.md, "CSRF rules for cookie writes"), part 1: a browser sends its
+ * CSRF defence for cookie-authenticated writes (docs/adr/0005-csrf-rules-for-cookie-writes.md), part 1: a browser sends its
  * page's `Origin` on cross-site requests, so a write that names another origin is refused.
  */
 function refuseForeignOrigin(request: Request) {
@@ -194,53 +251,9 @@ export function authGuard(auth: AuthRuntime) {
     apiKey: (rule: ApiKeyRule) => ({
       detail: { security: [{ ApiKey: [] }], ...keyGuardDetail(rule) },
       async transform({ request, set, body }) {
-        const raw = request.headers.get('x-api-key')
-        if (!raw) throw new AppError('API_KEY_REQUIRED', 'An API key is required: send it in the X-API-Key header')
-        const identity = await auth.keys.lookup(raw)
-        if (!identity) throw new AppError('INVALID_API_KEY', 'The API key is unknown or has been revoked')
-        const policy = TIER_POLICY[identity.tier]
-        const now = auth.clock.now()
-        const record = (units: number, rejected = false) => recordUse(auth, identity, now, units, rejected)
-
-        const allowed = policy.capabilities.has(rule.needs)
-        const cost = typeof rule.cost === 'function' ? (allowed ? rule.cost({ body, tier: identity.tier }) : 0) : (rule.cost ?? 1)
-        let counters: DayCounters | undefined
-        let charge: KeyAuth['charge']
-        if (!allowed || cost === 0) {
-          counters = await auth.quota.read(identity.accountId, now)
-          announceQuota(request, set.headers, policy, counters.used, now)
-          record(0)
-          if (!allowed) {
-            const needed = TIER_POLICY[minimumTier(rule.needs)].label
-            throw new AppError(
-              'TIER_REQUIRED',
-              `This endpoint requires a ${needed} subscription or higher; this key's account is on ${policy.label}`,
-            )
-          }
-        } else {
-          const charged = await auth.quota.charge({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
-          announceQuota(request, set.headers, policy, charged.used, now)
-          record(charged.admitted ? cost : 0, !charged.admitted)
-          if (!charged.admitted) {
-            const reset = nextUtcMidnight(now)
-            const retryAfter = Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000))
-            const left = Math.max(0, policy.dailyQuota - charged.used)
-            const why =
-              cost > 1 && left > 0
-                ? `This request needs ${cost} credits of the daily quota of ${policy.dailyQuota} and ${left} are left`
-                : `Daily quota of ${policy.dailyQuota} requests exceeded`
-            throw new AppError(
-              'RATE_LIMIT_EXCEEDED',
-              `${why}; it resets at midnight UTC (${reset.toISOString()})`,
-              undefined,
-              { 'retry-after': String(retryAfter) },
-            )
-          }
-          charge = { cost, used: charged.used }
-        }
-        // Judged only now, so a bad body costs quota like any refused request (docs/decisions.md, "Quota accounting").
+        await admit(auth, request, rule, body, set.headers)
+        // Judged only now, so a bad body costs quota like any refused request (docs/adr/0036-quota-accounting.md).
         if (body instanceof RefusedBody) throw body.error
-        keyAuths.set(request, { identity, policy, now, counters, charge })
       },
       resolve: ({ request }) => ({ apiKey: keyAuths.get(request)! }),
       afterHandle({ request, response }) {

@@ -1,11 +1,12 @@
 import type Redis from 'ioredis'
 import { LRUCache } from 'lru-cache'
 import type { Database } from '../../db/client'
-import { isDatabaseUnavailable } from '../../db/errors'
 import { type Clock, cacheTiming } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
-import { findActiveKey, type KeyIdentity } from './repo'
+import { isDatabaseUnavailable } from '../../shared/unavailable'
+import { findActiveKey } from './repo'
 import { API_KEY_PATTERN, sha256Hex } from './secrets'
+import type { KeyIdentity } from './types'
 
 /** How long a node trusts what it read about a key when no revocation reaches it (Redis away). */
 const VALID_TTL_MS = 30_000
@@ -58,7 +59,7 @@ export interface KeyDirectoryOptions {
 }
 
 /**
- * docs/decisions.md "The key check": the key check is a SHA-256 and an in-process cache hit. Revocations and tier
+ * docs/adr/0007-the-key-check.md: the key check is a SHA-256 and an in-process cache hit. Revocations and tier
  * changes reach every node through Redis pub/sub within a second; the cache TTL bounds how long
  * a node that missed the message can be wrong. A second, longer-lived record of the keys the
  * database confirmed keeps known keys working through a database outage.
@@ -73,7 +74,10 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
   /** The identity each cache entry resolved to, once it has. */
   const settled = new WeakMap<Promise<KeyIdentity | null>, KeyIdentity | null>()
   const settling = (entry: Promise<KeyIdentity | null>) => {
-    entry.then((identity) => settled.set(entry, identity), () => {})
+    entry.then(
+      (identity) => settled.set(entry, identity),
+      () => {},
+    )
     return entry
   }
 
@@ -102,20 +106,22 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
   function read(hash: string, replacing?: Promise<KeyIdentity | null>): Promise<KeyIdentity | null> {
     const startedAt = generation
     let fromDatabase = true
-    const pending = settling(findActiveKey(db, hash).then(
-      (identity) => {
-        databaseAway = false
-        return identity ?? null
-      },
-      (error) => {
-        if (!isDatabaseUnavailable(error)) throw error
-        databaseAway = true
-        const known = lastKnown.get(hash)
-        if (!known) throw error
-        fromDatabase = false
-        return known
-      },
-    ))
+    const pending = settling(
+      findActiveKey(db, hash).then(
+        (identity) => {
+          databaseAway = false
+          return identity ?? null
+        },
+        (error) => {
+          if (!isDatabaseUnavailable(error)) throw error
+          databaseAway = true
+          const known = lastKnown.get(hash)
+          if (!known) throw error
+          fromDatabase = false
+          return known
+        },
+      ),
+    )
     if (!replacing) cache.set(hash, pending)
     const own = replacing ?? pending
     pending.then(

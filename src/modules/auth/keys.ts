@@ -1,20 +1,18 @@
-import { eq } from 'drizzle-orm'
 import type { Database } from '../../db/client'
-import { accounts } from '../../db/schema'
 import { AppError, notFound } from '../../shared/errors'
 import type { KeyDirectory } from './key-directory'
 import * as repo from './repo'
-import type { AccountRow } from './repo'
 import { newApiKey, newKeyId } from './secrets'
+import type { AccountRow } from './types'
 import type { UsageRecorder } from './usage-recorder'
 
-/** docs/decisions.md "API keys". */
+/** docs/adr/0006-api-keys.md. */
 export const MAX_ACTIVE_KEYS = 25
 
 export interface CreatedKey {
   /** The row's own id: quotas, usage and the key directory count by it; answers never show it. */
   id: number
-  /** The id clients see and revoke by (docs/decisions.md "Key ids are opaque strings"). */
+  /** The id clients see and revoke by (docs/adr/0089-key-ids-are-opaque-strings.md). */
   publicId: string
   /** The raw key: returned once, never stored. */
   key: string
@@ -27,7 +25,7 @@ export async function createKey(db: Database, account: Pick<AccountRow, 'id'>, n
   const key = newApiKey()
   return db.transaction(async (tx) => {
     // Lock the account row so two concurrent creates cannot both pass the limit check.
-    await tx.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, account.id)).for('update')
+    await repo.lockAccount(tx, account.id)
     if ((await repo.countActiveKeys(tx, account.id)) >= MAX_ACTIVE_KEYS) {
       throw new AppError('CONFLICT', `An account can have at most ${MAX_ACTIVE_KEYS} active keys; revoke one first`)
     }

@@ -47,8 +47,7 @@ for (const store of stores) {
     const delays: number[] = []
     // The process's windows run on a clock that stays put; the waits are recorded, not slept.
     const throttle = loginThrottle(attemptCounter(store.redis, fakeClock()), { sleep: async (ms) => void delays.push(ms) })
-    const attempts = (email: string, address: string, count: number) =>
-      Array.from({ length: count }, () => throttle.attempt(email, address))
+    const attempts = (email: string, address: string, count: number) => Array.from({ length: count }, () => throttle.attempt(email, address))
 
     test('attempts at once for an email from an address: exactly the limit are admitted', async () => {
       expect(await admitted(attempts(newEmail(), newAddress(), 3 * pair.refuseAt), LOGIN_THROTTLE.windowSeconds)).toBe(pair.refuseAt)
@@ -59,9 +58,7 @@ for (const store of stores) {
       const email = newEmail()
       const address = newAddress()
       for (let i = 0; i < pair.refuseAt; i++) await throttle.attempt(email, address)
-      const steps = Array.from({ length: pair.refuseAt - pair.slowAfter - 1 }, (_, k) =>
-        Math.min((k + 1) * LOGIN_THROTTLE.stepDelayMs, LOGIN_THROTTLE.maxDelayMs),
-      )
+      const steps = Array.from({ length: pair.refuseAt - pair.slowAfter - 1 }, (_, k) => Math.min((k + 1) * LOGIN_THROTTLE.stepDelayMs, LOGIN_THROTTLE.maxDelayMs))
       expect(delays).toEqual(steps)
     })
 
@@ -85,9 +82,7 @@ for (const store of stores) {
 
     test('attempts at one email from many addresses stop at the email-wide ceiling', async () => {
       const email = newEmail()
-      const spread = Array.from({ length: 2 * Math.ceil(emailWide.refuseAt / pair.refuseAt) }, newAddress).flatMap((address) =>
-        attempts(email, address, pair.refuseAt),
-      )
+      const spread = Array.from({ length: 2 * Math.ceil(emailWide.refuseAt / pair.refuseAt) }, newAddress).flatMap((address) => attempts(email, address, pair.refuseAt))
       expect(await admitted(spread, LOGIN_THROTTLE.windowSeconds)).toBe(emailWide.refuseAt)
       expect(await admitted(attempts(email, newAddress(), 1), LOGIN_THROTTLE.windowSeconds)).toBe(0)
     })

@@ -10,7 +10,7 @@ import { AppError } from '../../shared/errors'
  * per address, against one address guessing many emails. Past a count's `slowAfter` an attempt
  * waits longer before it is checked; at `refuseAt` it is refused with 429 until that count's window
  * ends. A success forgives its email's attempts from its address (in all three counts), never the
- * address's attempts at other emails. docs/decisions.md has the trade-off.
+ * address's attempts at other emails. docs/adr/0035-login-and-sign-up-throttling.md has the trade-off.
  */
 export const LOGIN_THROTTLE = {
   windowSeconds: 15 * 60,

@@ -28,7 +28,7 @@ export const CreateKeyBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 100, description: 'What the key is for, e.g. the application using it' }),
 })
 
-/** docs/decisions.md "Key ids are opaque strings": what clients see of a key's id, and revoke it by. */
+/** docs/adr/0089-key-ids-are-opaque-strings.md: what clients see of a key's id, and revoke it by. */
 const KeyId = Type.String({
   pattern: KEY_ID_PATTERN.source,
   description: 'The key id: `key_` and 32 lowercase hex digits',
@@ -56,7 +56,7 @@ export const KeyListItem = Type.Object({
 })
 
 // Integer ids were migrated, not kept: one (or anything else not shaped like a key id) is a 400 that
-// says where the new ids are (docs/decisions.md "Key ids are opaque strings").
+// says where the new ids are (docs/adr/0089-key-ids-are-opaque-strings.md).
 export const KeyIdParams = PathParams({
   keyId: Type.String({
     pattern: KEY_ID_PATTERN.source,

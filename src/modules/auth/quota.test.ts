@@ -7,14 +7,17 @@ import { TEST_REDIS_URL } from '../../../test/helpers/env'
 import { eventually } from '../../../test/helpers/eventually'
 import { systemClock } from '../../shared/clock'
 import { createLogger } from '../../shared/logger'
-import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_FIELD_PREFIX, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS } from './quota-leases'
-import { type DaySeed, failoverQuotaStore, MAX_LEASE_WAIT_MS, memoryQuotaStore, nextUtcMidnight, PROBE_INTERVAL_MS, type QuotaStore, RESEED_INTERVAL_MS, redisQuotaStore } from './quota'
+import { type DaySeed, failoverQuotaStore, memoryQuotaStore, nextUtcMidnight, type QuotaStore, redisQuotaStore } from './quota'
+import { PROBE_INTERVAL_MS } from './quota/failover-store'
+import { LEASE_FIELD_PREFIX } from './quota/fields'
+import { MAX_LEASE_WAIT_MS } from './quota/group-commit'
+import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS } from './quota/lease-policy'
+import { RESEED_INTERVAL_MS } from './quota/seeding'
 import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
 import { minimumTier, resolveCredits, TIER_POLICY } from './tiers'
 
 const NOON = new Date('2026-11-20T12:00:00.000Z')
-const charge = (store: QuotaStore, accountId: number, cost = 1, limit = 100, now = NOON, keyId = 1) =>
-  store.charge({ accountId, keyId, cost, limit, now })
+const charge = (store: QuotaStore, accountId: number, cost = 1, limit = 100, now = NOON, keyId = 1) => store.charge({ accountId, keyId, cost, limit, now })
 
 /** N charges in flight at once against a quota of 100: exactly 100 are admitted, whatever N. */
 async function exactness(store: QuotaStore, accountId: number) {
@@ -69,7 +72,15 @@ describe('quota stores', () => {
     const atOnce = (cost: number, keyId = 1) => store.chargeAtOnce({ accountId: 31, keyId, cost, limit: 10, now: NOON })
     expect([atOnce(4), atOnce(5, 2), atOnce(2), atOnce(1)]).toEqual([4, 9, undefined, 10])
     expect(atOnce(1)).toBeUndefined()
-    expect(await store.read(31, NOON)).toEqual({ used: 10, rejected: 0, liveRefreshes: 0, byKey: new Map([[1, 5], [2, 5]]) })
+    expect(await store.read(31, NOON)).toEqual({
+      used: 10,
+      rejected: 0,
+      liveRefreshes: 0,
+      byKey: new Map([
+        [1, 5],
+        [2, 5],
+      ]),
+    })
     expect(await charge(store, 31, 1, 10)).toEqual({ admitted: false, used: 10 })
     expect((await store.read(31, NOON)).rejected).toBe(1)
   })
@@ -136,10 +147,12 @@ describe('quota stores', () => {
     expect((await store.read(61, NOON)).liveRefreshes).toBe(0)
   })
 
-  // docs/decisions.md "A 429 never costs a unit": a request refused with a 429 after its charge gets its units back.
-  test('a refund hands back the units and the key\'s share, and counts a rejection; a day not counted is left alone', async () => {
+  // docs/adr/0090-a-429-never-costs-a-unit.md: a request refused with a 429 after its charge gets its units back.
+  test("a refund hands back the units and the key's share, and counts a rejection; a day not counted is left alone", async () => {
     const redis = await testRedis()
-    const stores: [string, QuotaStore][] = [['in-process', memoryQuotaStore({ seed: async () => ({ used: 0, rejected: 0, liveRefreshes: 0, complete: true }), clock: fakeClock() })]]
+    const stores: [string, QuotaStore][] = [
+      ['in-process', memoryQuotaStore({ seed: async () => ({ used: 0, rejected: 0, liveRefreshes: 0, complete: true }), clock: fakeClock() })],
+    ]
     if (redis) stores.push(['Redis', redisQuotaStore(redis, fakeClock())])
     for (const [name, store] of stores) {
       await store.refund({ accountId: 71, keyId: 1, cost: 1, now: NOON }) // no counter yet: nothing to hand back
@@ -150,7 +163,10 @@ describe('quota stores', () => {
         name,
         used: 4,
         rejected: 1,
-        byKey: new Map([[1, 4], [2, 0]]),
+        byKey: new Map([
+          [1, 4],
+          [2, 0],
+        ]),
       })
       expect((await charge(store, 71, 96)).admitted).toBe(true) // the units handed back are usable again
     }
@@ -191,23 +207,34 @@ describe('quota stores', () => {
     ['Redis', async () => (TEST_REDIS_URL ? redisQuotaStore((await testRedis())!, fakeClock()) : undefined)],
   ]
   for (const [name, makeStore] of stores) {
-    test.skipIf(name === 'Redis' && !TEST_REDIS_URL)(`${name}: a charge costing more than what is left is refused, uses nothing, and the next one is judged on its own`, async () => {
-      const store = (await makeStore())!
-      // Issued together: on Redis they travel in one script call and are judged in order.
-      const results = await Promise.all([charge(store, 11, 95), charge(store, 11, 6), charge(store, 12, 1), charge(store, 11, 5, 100, NOON, 2), charge(store, 11, 1)])
-      expect(results).toEqual([
-        { admitted: true, used: 95 },
-        { admitted: false, used: 95 },
-        { admitted: true, used: 1 },
-        { admitted: true, used: 100 },
-        { admitted: false, used: 100 },
-      ])
-      const counters = await store.read(11, NOON)
-      expect(counters).toEqual({ used: 100, rejected: 2, liveRefreshes: 0, byKey: new Map([[1, 95], [2, 5]]) })
-      // A first charge of the day that is refused still leaves counters that expire with the day.
-      expect(await charge(store, 13, 101)).toEqual({ admitted: false, used: 0 })
-      expect((await store.read(13, NOON)).rejected).toBe(1)
-    })
+    test.skipIf(name === 'Redis' && !TEST_REDIS_URL)(
+      `${name}: a charge costing more than what is left is refused, uses nothing, and the next one is judged on its own`,
+      async () => {
+        const store = (await makeStore())!
+        // Issued together: on Redis they travel in one script call and are judged in order.
+        const results = await Promise.all([charge(store, 11, 95), charge(store, 11, 6), charge(store, 12, 1), charge(store, 11, 5, 100, NOON, 2), charge(store, 11, 1)])
+        expect(results).toEqual([
+          { admitted: true, used: 95 },
+          { admitted: false, used: 95 },
+          { admitted: true, used: 1 },
+          { admitted: true, used: 100 },
+          { admitted: false, used: 100 },
+        ])
+        const counters = await store.read(11, NOON)
+        expect(counters).toEqual({
+          used: 100,
+          rejected: 2,
+          liveRefreshes: 0,
+          byKey: new Map([
+            [1, 95],
+            [2, 5],
+          ]),
+        })
+        // A first charge of the day that is refused still leaves counters that expire with the day.
+        expect(await charge(store, 13, 101)).toEqual({ admitted: false, used: 0 })
+        expect((await store.read(13, NOON)).rejected).toBe(1)
+      },
+    )
   }
 
   test.skipIf(!TEST_REDIS_URL)('Redis: one atomic script, exact under concurrency, expiring after the day', async () => {
@@ -276,7 +303,12 @@ describe('quota stores', () => {
       await redis.connect()
       await clock.advance(PROBE_INTERVAL_MS)
       await eventually(() => handOvers.length === 1, { what: 'the first hand-over' })
-      expect(await handOvers[0]!.result.then(() => 'applied', (error: Error) => error.message)).toContain('timed out')
+      expect(
+        await handOvers[0]!.result.then(
+          () => 'applied',
+          (error: Error) => error.message,
+        ),
+      ).toContain('timed out')
       expect(store.degraded).toBe(true)
       const meanwhile = await Promise.all(Array.from({ length: 10 }, () => charge(store, 1)))
       expect(meanwhile.filter((r) => r.admitted)).toHaveLength(5) // 95 + 5 = 100, not 90 + 10
@@ -327,8 +359,7 @@ describe('quota stores', () => {
     const leaseFields = async (redis: Redis, accountId: number) =>
       Object.keys(await redis.hgetall(`quota:2026-11-20:${accountId}`)).filter((field) => field.startsWith(LEASE_FIELD_PREFIX))
     /** Until the lease a hot account asked for has been granted (the grant is its own Redis call). */
-    const leased = (redis: Redis, accountId: number) =>
-      eventually(async () => (await leaseFields(redis, accountId)).length > 0, { what: `a lease for account ${accountId}` })
+    const leased = (redis: Redis, accountId: number) => eventually(async () => (await leaseFields(redis, accountId)).length > 0, { what: `a lease for account ${accountId}` })
     const admittedOf = (results: { admitted: boolean }[]) => results.filter((r) => r.admitted).length
 
     test.skipIf(!TEST_REDIS_URL)('a hot account is charged from a lease without a Redis call per charge, and its counts reach Redis when it ends', async () => {
@@ -346,7 +377,13 @@ describe('quota stores', () => {
       expect(fromLease.map((r) => r.used)).toEqual(Array.from({ length: 100 }, (_, i) => HOT_CHARGES_PER_WINDOW + i + 1))
       // Read meanwhile: the lease's unused units are not counted, its charges are.
       const total = HOT_CHARGES_PER_WINDOW + 100
-      expect(await store.read(21, NOON)).toMatchObject({ used: total, byKey: new Map([[1, total / 2], [2, total / 2]]) })
+      expect(await store.read(21, NOON)).toMatchObject({
+        used: total,
+        byKey: new Map([
+          [1, total / 2],
+          [2, total / 2],
+        ]),
+      })
       // Redis alone counts the whole lease as used until it is handed back.
       expect(Number(await redis.hget('quota:2026-11-20:21', 'used'))).toBeGreaterThan(total)
 
@@ -382,37 +419,40 @@ describe('quota stores', () => {
       expect(await monitor.untilPing()).toEqual([...Array(5).fill('evalsha'), 'ping']) // five charge calls and the ping
     })
 
-    test.skipIf(!TEST_REDIS_URL)('Redis gone while a lease is held: the lease is used, the node goes on counting locally from there, and the quota still holds exactly', async () => {
-      const redis = leaseOutageRedis!
-      const logged: string[] = []
-      const clock = fakeClock()
-      const store = failoverQuotaStore(redis, clock, createLogger('info', { write: (line: string) => void logged.push(line) }))
-      try {
-        const limit = 1_000
-        await burst(store, 27, 16, limit)
-        await leased(redis, 27)
-        await cutOff(redis)
-        const results = []
-        for (let i = 0; i < 1_100; i++) results.push(await charge(store, 27, 1, limit))
-        expect(admittedOf(results)).toBe(limit - 16)
-        expect(Math.max(...results.map((r) => r.used))).toBe(limit)
-        expect(store.degraded).toBe(true)
-        // The lease was used up while Redis was away: its hand-back failed and says so.
-        expect(logged.some((line) => line.includes('hand-back failed'))).toBe(true)
+    test.skipIf(!TEST_REDIS_URL)(
+      'Redis gone while a lease is held: the lease is used, the node goes on counting locally from there, and the quota still holds exactly',
+      async () => {
+        const redis = leaseOutageRedis!
+        const logged: string[] = []
+        const clock = fakeClock()
+        const store = failoverQuotaStore(redis, clock, createLogger('info', { write: (line: string) => void logged.push(line) }))
+        try {
+          const limit = 1_000
+          await burst(store, 27, 16, limit)
+          await leased(redis, 27)
+          await cutOff(redis)
+          const results = []
+          for (let i = 0; i < 1_100; i++) results.push(await charge(store, 27, 1, limit))
+          expect(admittedOf(results)).toBe(limit - 16)
+          expect(Math.max(...results.map((r) => r.used))).toBe(limit)
+          expect(store.degraded).toBe(true)
+          // The lease was used up while Redis was away: its hand-back failed and says so.
+          expect(logged.some((line) => line.includes('hand-back failed'))).toBe(true)
 
-        await recovered(redis, store, clock)
-        expect(await redis.hget('quota:2026-11-20:27', 'used')).toBe(String(limit))
-        // The lease was never handed back: once its deadline passes by Redis's clock, it counts as
-        // wholly used and a charge over the quota no longer waits for it.
-        const [lease] = await leaseFields(redis, 27)
-        const deadline = Number(await redis.hget('quota:2026-11-20:27', lease!))
-        await eventually(async () => redisNow(await redis.time()) > deadline, { what: "the lease's deadline by Redis's clock" })
-        expect((await charge(store, 27, 1, limit)).admitted).toBe(false)
-        expect(await redis.hget('quota:2026-11-20:27', lease!)).toBe('-1')
-      } finally {
-        await store.close()
-      }
-    })
+          await recovered(redis, store, clock)
+          expect(await redis.hget('quota:2026-11-20:27', 'used')).toBe(String(limit))
+          // The lease was never handed back: once its deadline passes by Redis's clock, it counts as
+          // wholly used and a charge over the quota no longer waits for it.
+          const [lease] = await leaseFields(redis, 27)
+          const deadline = Number(await redis.hget('quota:2026-11-20:27', lease!))
+          await eventually(async () => redisNow(await redis.time()) > deadline, { what: "the lease's deadline by Redis's clock" })
+          expect((await charge(store, 27, 1, limit)).admitted).toBe(false)
+          expect(await redis.hget('quota:2026-11-20:27', lease!)).toBe('-1')
+        } finally {
+          await store.close()
+        }
+      },
+    )
 
     test.skipIf(!TEST_REDIS_URL)('a lease ends on its own within a second and gives back what it did not use', async () => {
       const redis = (await testRedis())!
@@ -450,39 +490,42 @@ describe('quota stores', () => {
       expect(await redis.hget('quota:2026-11-20:28', 'used')).toBe(String(HOT_CHARGES_PER_WINDOW))
     })
 
-    test.skipIf(!TEST_REDIS_URL)('two nodes: a charge that would be refused while the other node holds a lease waits for its unused units, so exactly the quota is admitted', async () => {
-      const prefix = testRedisPrefix()
-      const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
-      const [clockA, clockB] = [fakeClock(), fakeClock()]
-      const [a, b] = [redisQuotaStore(redisA, clockA), redisQuotaStore(redisB, clockB)]
-      const limit = 1_000
-      const warm = await burst(a, 23, 16, limit)
-      await leased(redisA, 23)
-      await eventually(() => clockA.pending() > 0, { what: 'node A holding the lease' })
-      // Node B asks for everything at once: Redis has the lease counted as used, so B's last charges
-      // are told to wait until A's lease ends and hands its unused units back. (Redis ends the lease
-      // by its own clock a second after the grant: A hands it back well before.)
-      let answered = false
-      const fromBAll = burst(b, 23, limit, limit).finally(() => void (answered = true))
-      await eventually(() => clockB.pending() > 0, { what: "B's charges waiting for A's lease" })
-      expect(answered).toBe(false)
-      await clockA.advance(LEASE_LIFETIME_MS)
-      // B asks again after each wait (on its clock) until A's units are back in Redis.
-      const fromB = await eventually(
-        async () => {
-          if (clockB.pending() > 0) await clockB.advance(MAX_LEASE_WAIT_MS)
-          return answered && fromBAll
-        },
-        { what: "B's charges judged" },
-      )
-      // B asked again every MAX_LEASE_WAIT_MS, so it went on a wait or two after A's hand-back, not at the lease's deadline.
-      expect(clockB.monotonic()).toBeLessThanOrEqual(4 * MAX_LEASE_WAIT_MS)
-      expect(admittedOf(warm) + admittedOf(fromB)).toBe(limit)
-      const counters = await b.read(23, NOON)
-      expect(counters).toMatchObject({ used: limit, rejected: 16 })
-      expect([...counters.byKey.values()].reduce((x, y) => x + y, 0)).toBe(limit)
-      await Promise.all([a.close(), b.close()])
-    })
+    test.skipIf(!TEST_REDIS_URL)(
+      'two nodes: a charge that would be refused while the other node holds a lease waits for its unused units, so exactly the quota is admitted',
+      async () => {
+        const prefix = testRedisPrefix()
+        const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
+        const [clockA, clockB] = [fakeClock(), fakeClock()]
+        const [a, b] = [redisQuotaStore(redisA, clockA), redisQuotaStore(redisB, clockB)]
+        const limit = 1_000
+        const warm = await burst(a, 23, 16, limit)
+        await leased(redisA, 23)
+        await eventually(() => clockA.pending() > 0, { what: 'node A holding the lease' })
+        // Node B asks for everything at once: Redis has the lease counted as used, so B's last charges
+        // are told to wait until A's lease ends and hands its unused units back. (Redis ends the lease
+        // by its own clock a second after the grant: A hands it back well before.)
+        let answered = false
+        const fromBAll = burst(b, 23, limit, limit).finally(() => void (answered = true))
+        await eventually(() => clockB.pending() > 0, { what: "B's charges waiting for A's lease" })
+        expect(answered).toBe(false)
+        await clockA.advance(LEASE_LIFETIME_MS)
+        // B asks again after each wait (on its clock) until A's units are back in Redis.
+        const fromB = await eventually(
+          async () => {
+            if (clockB.pending() > 0) await clockB.advance(MAX_LEASE_WAIT_MS)
+            return answered && fromBAll
+          },
+          { what: "B's charges judged" },
+        )
+        // B asked again every MAX_LEASE_WAIT_MS, so it went on a wait or two after A's hand-back, not at the lease's deadline.
+        expect(clockB.monotonic()).toBeLessThanOrEqual(4 * MAX_LEASE_WAIT_MS)
+        expect(admittedOf(warm) + admittedOf(fromB)).toBe(limit)
+        const counters = await b.read(23, NOON)
+        expect(counters).toMatchObject({ used: limit, rejected: 16 })
+        expect([...counters.byKey.values()].reduce((x, y) => x + y, 0)).toBe(limit)
+        await Promise.all([a.close(), b.close()])
+      },
+    )
 
     test.skipIf(!TEST_REDIS_URL)('two nodes under concurrent load admit exactly min(N, Q) between them', async () => {
       const prefix = testRedisPrefix()
@@ -502,53 +545,63 @@ describe('quota stores', () => {
       expect(await redisA.hgetall('quota:2026-11-20:24')).toMatchObject({ used: String(limit), rejected: String(40 * 160 - limit) })
     })
 
-    test.skipIf(!TEST_REDIS_URL)('a lease its node never hands back (a crash) counts as used once its deadline passes: the quota is never exceeded and charges stop waiting', async () => {
-      const prefix = testRedisPrefix()
-      const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
-      // A's clock never moves: a crashed node's timers never run. B waits on Redis's own deadline, in real time.
-      const [a, b] = [redisQuotaStore(redisA, fakeClock()), redisQuotaStore(redisB, systemClock)]
-      const limit = 1_000
-      await burst(a, 25, 16, limit)
-      await leased(redisA, 25)
-      const [, leaseDeadline] = Object.entries(await redisA.hgetall('quota:2026-11-20:25')).find(([field]) => field.startsWith(LEASE_FIELD_PREFIX))!
-      const leaseUnits = Number(await redisA.hget('quota:2026-11-20:25', 'used')) - 16
-      await cutOff(redisA) // node A is gone with its lease
-      const fromB = await burst(b, 25, limit, limit)
-      expect(admittedOf(fromB)).toBe(limit - 16 - leaseUnits)
-      expect(systemClock.now().getTime()).toBeGreaterThanOrEqual(Number(leaseDeadline)) // the last refusals waited for the deadline
-      const stored = await redisB.hgetall('quota:2026-11-20:25')
-      expect(stored).toMatchObject({ used: String(limit), rejected: String(16 + leaseUnits) })
-      expect(Object.entries(stored).filter(([field]) => field.startsWith(LEASE_FIELD_PREFIX)).map(([, value]) => value)).toEqual(['-1'])
-      await a.close() // its hand-back fails: nothing more is admitted or returned
-      expect(await redisB.hget('quota:2026-11-20:25', 'used')).toBe(String(limit))
-    })
+    test.skipIf(!TEST_REDIS_URL)(
+      'a lease its node never hands back (a crash) counts as used once its deadline passes: the quota is never exceeded and charges stop waiting',
+      async () => {
+        const prefix = testRedisPrefix()
+        const [redisA, redisB] = [(await testRedis(prefix))!, (await testRedis(prefix))!]
+        // A's clock never moves: a crashed node's timers never run. B waits on Redis's own deadline, in real time.
+        const [a, b] = [redisQuotaStore(redisA, fakeClock()), redisQuotaStore(redisB, systemClock)]
+        const limit = 1_000
+        await burst(a, 25, 16, limit)
+        await leased(redisA, 25)
+        const [, leaseDeadline] = Object.entries(await redisA.hgetall('quota:2026-11-20:25')).find(([field]) => field.startsWith(LEASE_FIELD_PREFIX))!
+        const leaseUnits = Number(await redisA.hget('quota:2026-11-20:25', 'used')) - 16
+        await cutOff(redisA) // node A is gone with its lease
+        const fromB = await burst(b, 25, limit, limit)
+        expect(admittedOf(fromB)).toBe(limit - 16 - leaseUnits)
+        expect(systemClock.now().getTime()).toBeGreaterThanOrEqual(Number(leaseDeadline)) // the last refusals waited for the deadline
+        const stored = await redisB.hgetall('quota:2026-11-20:25')
+        expect(stored).toMatchObject({ used: String(limit), rejected: String(16 + leaseUnits) })
+        expect(
+          Object.entries(stored)
+            .filter(([field]) => field.startsWith(LEASE_FIELD_PREFIX))
+            .map(([, value]) => value),
+        ).toEqual(['-1'])
+        await a.close() // its hand-back fails: nothing more is admitted or returned
+        expect(await redisB.hget('quota:2026-11-20:25', 'used')).toBe(String(limit))
+      },
+    )
   })
 
   describe('live refresh allowance', () => {
     const claim = (store: QuotaStore, accountId: number, limit = 200, now = NOON) => store.claimLiveRefresh({ accountId, limit, now })
 
     for (const [name, makeStore] of stores) {
-      test.skipIf(name === 'Redis' && !TEST_REDIS_URL)(`${name}: N concurrent claims against R left admit exactly min(N, R); a refund gives one back; requests are apart`, async () => {
-        const store = (await makeStore())!
-        await charge(store, 31) // the request asking for the refresh is charged first
-        for (let i = 0; i < 195; i++) expect((await claim(store, 31)).admitted).toBe(true)
-        const burst = await Promise.all(Array.from({ length: 12 }, () => claim(store, 31)))
-        const admitted = burst.filter((result) => result.admitted)
-        expect(admitted.map((result) => result.used).sort((a, b) => a - b)).toEqual([196, 197, 198, 199, 200])
-        expect(burst.filter((result) => !result.admitted).every((result) => result.used === 200)).toBe(true)
-        let counters = await store.read(31, NOON)
-        expect(counters).toMatchObject({ used: 1, rejected: 0, liveRefreshes: 200 })
-        await store.refundLiveRefresh(31, NOON)
-        expect((await store.read(31, NOON)).liveRefreshes).toBe(199)
-        expect(await claim(store, 31)).toEqual({ admitted: true, used: 200 })
-        expect(await claim(store, 31)).toEqual({ admitted: false, used: 200 })
-        // A new UTC day starts from zero.
-        const tomorrow = new Date('2026-11-21T00:00:01.000Z')
-        await charge(store, 31, 1, 100, tomorrow)
-        expect(await claim(store, 31, 200, tomorrow)).toEqual({ admitted: true, used: 1 })
-        counters = await store.read(31, NOON)
-        expect(counters.liveRefreshes).toBe(name === 'Redis' ? 200 : 0) // in-process keeps today only
-      })
+      test.skipIf(name === 'Redis' && !TEST_REDIS_URL)(
+        `${name}: N concurrent claims against R left admit exactly min(N, R); a refund gives one back; requests are apart`,
+        async () => {
+          const store = (await makeStore())!
+          await charge(store, 31) // the request asking for the refresh is charged first
+          for (let i = 0; i < 195; i++) expect((await claim(store, 31)).admitted).toBe(true)
+          const burst = await Promise.all(Array.from({ length: 12 }, () => claim(store, 31)))
+          const admitted = burst.filter((result) => result.admitted)
+          expect(admitted.map((result) => result.used).sort((a, b) => a - b)).toEqual([196, 197, 198, 199, 200])
+          expect(burst.filter((result) => !result.admitted).every((result) => result.used === 200)).toBe(true)
+          let counters = await store.read(31, NOON)
+          expect(counters).toMatchObject({ used: 1, rejected: 0, liveRefreshes: 200 })
+          await store.refundLiveRefresh(31, NOON)
+          expect((await store.read(31, NOON)).liveRefreshes).toBe(199)
+          expect(await claim(store, 31)).toEqual({ admitted: true, used: 200 })
+          expect(await claim(store, 31)).toEqual({ admitted: false, used: 200 })
+          // A new UTC day starts from zero.
+          const tomorrow = new Date('2026-11-21T00:00:01.000Z')
+          await charge(store, 31, 1, 100, tomorrow)
+          expect(await claim(store, 31, 200, tomorrow)).toEqual({ admitted: true, used: 1 })
+          counters = await store.read(31, NOON)
+          expect(counters.liveRefreshes).toBe(name === 'Redis' ? 200 : 0) // in-process keeps today only
+        },
+      )
     }
 
     test.skipIf(!TEST_REDIS_URL)('Redis: a day hash Redis lost is seeded with the stored live refreshes before a claim is judged', async () => {
@@ -597,9 +650,7 @@ describe('tier policy', () => {
     expect(resolveCredits('business', 31)).toBe(4)
     expect(resolveCredits('business', 1000)).toBe(100)
     expect(() => resolveCredits('hobby', 1)).toThrow()
-    expect([TIER_POLICY.starter.resolve, TIER_POLICY.pro.resolve, TIER_POLICY.business.resolve].map((r) => r?.maxItems)).toEqual([
-      100, 500, 1000,
-    ])
+    expect([TIER_POLICY.starter.resolve, TIER_POLICY.pro.resolve, TIER_POLICY.business.resolve].map((r) => r?.maxItems)).toEqual([100, 500, 1000])
   })
 
   test('history windows and the cheapest tier per capability', () => {

@@ -2,14 +2,9 @@ import { and, asc, count, eq, gt, isNull, sql } from 'drizzle-orm'
 import type { Database, Executor } from '../../db/client'
 import { accounts, apiKeys, dailyUsage, sessions } from '../../db/schema'
 import type { Tier } from './tiers'
+import type { AccountRow, KeyIdentity } from './types'
 
-export interface AccountRow {
-  id: number
-  email: string
-  tier: Tier
-  subscriptionStatus: string
-  createdAt: Date
-}
+export type { AccountRow, KeyIdentity }
 
 const accountColumns = {
   id: accounts.id,
@@ -19,13 +14,20 @@ const accountColumns = {
   createdAt: accounts.createdAt,
 }
 
+/** How many accounts exist. */
+export async function countAccounts(db: Executor): Promise<number> {
+  const [row] = await db.select({ n: count() }).from(accounts)
+  return row?.n ?? 0
+}
+
+/** Locks the account's row until the transaction ends, so account-wide checks (the key limit) are not raced. */
+export async function lockAccount(tx: Executor, accountId: number): Promise<void> {
+  await tx.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, accountId)).for('update')
+}
+
 /** The new account, or undefined when the email is taken. */
 export async function insertAccount(db: Executor, email: string, passwordHash: string, tier: Tier): Promise<AccountRow | undefined> {
-  const [row] = await db
-    .insert(accounts)
-    .values({ email, passwordHash, tier })
-    .onConflictDoNothing({ target: accounts.email })
-    .returning(accountColumns)
+  const [row] = await db.insert(accounts).values({ email, passwordHash, tier }).onConflictDoNothing({ target: accounts.email }).returning(accountColumns)
   return row as AccountRow | undefined
 }
 
@@ -58,14 +60,6 @@ export async function findSessionAccount(db: Executor, tokenHash: string, now: D
 
 export async function revokeSession(db: Executor, sessionId: number, now: Date) {
   await db.update(sessions).set({ revokedAt: now }).where(eq(sessions.id, sessionId))
-}
-
-/** What a request authenticated by a key needs; cached per key hash on every node. */
-export interface KeyIdentity {
-  keyId: number
-  accountId: number
-  tier: Tier
-  subscriptionStatus: string
 }
 
 /** The active key with this hash and its account's tier; undefined when unknown or revoked. */

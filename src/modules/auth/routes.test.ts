@@ -2,7 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import { accountWithKey, manualClock, testRedis } from '../../../test/helpers/auth'
 import { fetchFrom, freshAddress } from '../../../test/helpers/client-address'
-import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
+import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { withProbes } from '../../../test/helpers/probes'
 import { startServer } from '../../../test/helpers/server'
 import { systemClock } from '../../shared/clock'
@@ -188,7 +188,11 @@ describe('login, sessions and logout', () => {
     const { cookie } = await signup()
     expect((await send('GET', '/v1/auth/me', { cookie })).status).toBe(200)
     for (const bad of [undefined, 'session=', 'session=forged-token', 'other=1']) {
-      for (const [method, path] of [['GET', '/v1/auth/me'], ['GET', '/v1/keys'], ['POST', '/v1/auth/logout']] as const) {
+      for (const [method, path] of [
+        ['GET', '/v1/auth/me'],
+        ['GET', '/v1/keys'],
+        ['POST', '/v1/auth/logout'],
+      ] as const) {
         const response = await send(method, path, { cookie: bad })
         expect(response.status).toBe(401)
         expect((await json(response)).error.code).toBe('UNAUTHORIZED')
@@ -348,8 +352,7 @@ describe('key ids are opaque strings', () => {
         details: [
           {
             field: 'keyId',
-            message:
-              'must be a key id as GET /v1/keys lists it (key_ and 32 lowercase hex digits); integer key ids are no longer used: list your keys for their new ids',
+            message: 'must be a key id as GET /v1/keys lists it (key_ and 32 lowercase hex digits); integer key ids are no longer used: list your keys for their new ids',
           },
         ],
       })

@@ -1,15 +1,14 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { models } from '../../shared/models-plugin'
-import { login, type Session, signUp, startSession } from './accounts'
+import { endSession, login, type Session, signUp, startSession } from './accounts'
 import { authGuard, KEY_GUARD_ERRORS, SESSION_COOKIE, withRateLimit } from './guard'
 import { createKey, listKeys, MAX_ACTIVE_KEYS, revokeKey } from './keys'
-import { Account, CreatedKey, CreateKeyBody, Credentials, KeyIdParams, KeyListItem, Message, Usage } from './model'
 import { LOGIN_THROTTLE, SIGNUP_THROTTLE } from './login-throttle'
-import type { AccountRow } from './repo'
-import { revokeSession } from './repo'
+import { Account, CreatedKey, CreateKeyBody, Credentials, KeyIdParams, KeyListItem, Message, Usage } from './model'
 import type { AuthRuntime } from './runtime'
 import { TIER_POLICY } from './tiers'
+import type { AccountRow } from './types'
 
 const accountView = (account: AccountRow) => ({
   id: account.id,
@@ -20,8 +19,7 @@ const accountView = (account: AccountRow) => ({
 })
 
 // The socket's peer: no proxy header is trusted, since whoever sends one would choose their address.
-const clientAddress = (server: { requestIP(request: Request): { address: string } | null } | null, request: Request) =>
-  server?.requestIP(request)?.address ?? 'unknown'
+const clientAddress = (server: { requestIP(request: Request): { address: string } | null } | null, request: Request) => server?.requestIP(request)?.address ?? 'unknown'
 
 const SESSION_ERRORS = { 401: 'Error', 403: 'Error', 415: 'Error' } as const
 
@@ -81,7 +79,7 @@ export function authRoutes(auth: AuthRuntime) {
     .post(
       '/v1/auth/logout',
       async ({ session, set }) => {
-        await revokeSession(auth.db, session.sessionId, auth.clock.now())
+        await endSession(auth.db, session.sessionId, auth.clock.now())
         set.headers['set-cookie'] = clearedCookie()
         return { data: { message: 'Logged out' } }
       },

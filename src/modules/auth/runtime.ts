@@ -1,5 +1,4 @@
 import type Redis from 'ioredis'
-import type { Config } from '../../config'
 import type { Database } from '../../db/client'
 import type { Clock } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
@@ -30,7 +29,7 @@ export interface AuthDeps {
   redis: Redis | undefined
   clock: Clock
   logger: Logger
-  config: Pick<Config, 'cookieSecure'>
+  config: { cookieSecure: boolean }
   /** Tests shorten the key cache's TTL to see what happens after it, without waiting 30 s. */
   keyCache?: KeyDirectoryOptions
 }
@@ -38,7 +37,7 @@ export interface AuthDeps {
 export function createAuthRuntime(deps: AuthDeps): AuthRuntime {
   const usage = usageRecorder(deps.db, deps.logger, deps.clock)
   // A day's counters the store does not have (Redis lost them, the process restarted, or a new day)
-  // start from what the recorder knows of it (docs/decisions.md "Quota recovery").
+  // start from what the recorder knows of it (docs/adr/0038-quota-recovery.md).
   const failover = deps.redis ? failoverQuotaStore(deps.redis, deps.clock, deps.logger, usage.dayTotals) : undefined
   const keys = keyDirectory(deps.db, deps.redis, deps.logger, deps.clock, deps.keyCache)
   const attempts = attemptCounter(deps.redis, deps.clock)

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto'
+import { API_KEY_PREFIX } from '../../shared/api-key-prefix'
 
-/** docs/decisions.md "API keys": the fixed live prefix, then 32 random base62 characters. */
-export const API_KEY_PREFIX = 'tcg_live_'
+/** docs/adr/0006-api-keys.md: the fixed live prefix, then 32 random base62 characters. */
+export { API_KEY_PREFIX }
+
 const KEY_BODY_LENGTH = 32
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 export const API_KEY_PATTERN = /^tcg_live_[0-9A-Za-z]{32}$/
@@ -39,7 +41,7 @@ export function newApiKey(): NewApiKey {
   return { raw, hash: sha256Hex(raw), displayPrefix: raw.slice(0, DISPLAY_LENGTH) }
 }
 
-/** docs/decisions.md "Key ids are opaque strings": `key_` and 128 random bits in lowercase hex. */
+/** docs/adr/0089-key-ids-are-opaque-strings.md: `key_` and 128 random bits in lowercase hex. */
 export const KEY_ID_PATTERN = /^key_[0-9a-f]{32}$/
 
 export function newKeyId(): string {

@@ -1,5 +1,5 @@
 /**
- * The one tier-policy table (docs/decisions.md "Tier access"). Routes declare the capability they need; quotas,
+ * The one tier-policy table (docs/adr/0033-tier-access.md). Routes declare the capability they need; quotas,
  * history windows, resolve limits and live-refresh allowances are read from here. Nothing else in
  * the code base names a tier.
  */
@@ -40,17 +40,9 @@ export interface TierPolicy {
 
 const FREE: Capability[] = ['catalog']
 const STARTER: Capability[] = [...FREE, 'bulk_resolve']
-// docs/decisions.md "Tier access": set prices follow the sets reference (Pro), bulk history and set export the
+// docs/adr/0033-tier-access.md: set prices follow the sets reference (Pro), bulk history and set export the
 // bulk reference (Business), where the spec's tier guide says Starter and Pro.
-const PRO: Capability[] = [
-  ...STARTER,
-  'set_prices',
-  'condition_prices',
-  'detailed_history',
-  'bulk_read',
-  'bulk_conditions',
-  'webhooks',
-]
+const PRO: Capability[] = [...STARTER, 'set_prices', 'condition_prices', 'detailed_history', 'bulk_read', 'bulk_conditions', 'webhooks']
 const BUSINESS: Capability[] = [...PRO, 'bulk_history', 'set_export']
 
 export const TIER_POLICY: Readonly<Record<Tier, Readonly<TierPolicy>>> = {

@@ -9,7 +9,7 @@ export interface UsageRecorder {
   /** Counts one request made with a key: `units` charged (0 when free or refused), `rejected` over quota. */
   record(use: { keyId: number; accountId: number; units: number; rejected: boolean; at: Date }): void
   /**
-   * A charge handed back after its request was refused with a 429 (docs/decisions.md "A 429 never costs a unit"):
+   * A charge handed back after its request was refused with a 429 (docs/adr/0090-a-429-never-costs-a-unit.md):
    * its units leave the day's requests and it counts as rejected. The key's total keeps it.
    */
   refund(use: { accountId: number; units: number; at: Date }): void
@@ -36,7 +36,7 @@ export interface DayTotals {
 }
 
 /**
- * docs/decisions.md "Usage counters in PostgreSQL": per-key totals and per-account daily rows are summed in memory and written
+ * docs/adr/0039-usage-counters-in-postgresql.md: per-key totals and per-account daily rows are summed in memory and written
  * every few seconds in one transaction (one statement per table), never once per request.
  * A failed write keeps the counts for the next attempt: they are merged into the next batch, so
  * memory grows with the keys and account-days counted during an outage, never with its requests.

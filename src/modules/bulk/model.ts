@@ -1,15 +1,14 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { Id, ListTotal, LiteralUnion, QueryParams } from '../../shared/model'
+import { TIER_POLICY } from '../auth/tiers'
 import { Card, Price, PriceWithSales } from '../catalog/model'
 import { HISTORY_RANGES, HistoryMeta } from '../history/model'
-import { TIER_POLICY } from '../auth/tiers'
 
 // Spec limits (Limits → Other limits).
 export const MAX_BULK_CARD_IDS = 100
 export const MAX_BULK_HISTORY_IDS = 50
 
-const idsParam = (max: number) =>
-  Type.String({ description: `Comma-separated card ids (positive integers), at most ${max}; a repeated id is answered once`, examples: ['1,2,3'] })
+const idsParam = (max: number) => Type.String({ description: `Comma-separated card ids (positive integers), at most ${max}; a repeated id is answered once`, examples: ['1,2,3'] })
 
 export const BulkCardsQuery = QueryParams({ ids: idsParam(MAX_BULK_CARD_IDS) })
 
@@ -34,22 +33,20 @@ export const BulkCardsMeta = Type.Object({
 })
 
 // The spec lists month, quarter and year; `all` and `printing` are accepted too, as one card's
-// history takes them, because the public service's clients send them (docs/decisions.md "Compatibility superset").
+// history takes them, because the public service's clients send them (docs/adr/0025-compatibility-superset.md).
 export const BulkHistoryQuery = QueryParams({
   ids: idsParam(MAX_BULK_HISTORY_IDS),
   range: Type.Optional(
     LiteralUnion(HISTORY_RANGES, {
       default: 'month',
-      description:
-        'month = 30 days, quarter = 90, year = 365, all = everything; then clipped to the tier window as for one card\'s history',
+      description: "month = 30 days, quarter = 90, year = 365, all = everything; then clipped to the tier window as for one card's history",
     }),
   ),
   printing: Type.Optional(
     Type.String({
       minLength: 1,
       maxLength: 100,
-      description:
-        'Only this printing (exact match). Cards without it get an empty list; 400 when none of the cards found has it',
+      description: 'Only this printing (exact match). Cards without it get an empty list; 400 when none of the cards found has it',
     }),
   ),
 })
@@ -79,7 +76,7 @@ export const ExportMeta = Type.Object({
 
 // Bulk resolve: item limits and credits come from the tier table (Limits → Bulk resolve credits).
 // The limit is the tier's, so the schemas state none: a schema maxItems (the largest tier's) was
-// judged before the tier's own and worded differently (docs/decisions.md "Bulk resolve limits read the same on every tier").
+// judged before the tier's own and worded differently (docs/adr/0096-bulk-resolve-limits-read-the-same-on-every-tier.md).
 const RESOLVE_ITEM_LIMITS = Object.values(TIER_POLICY)
   .filter((policy) => policy.resolve)
   .map((policy) => `${policy.label} ${policy.resolve!.maxItems.toLocaleString('en-US')}`)

@@ -1,7 +1,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm'
 import { type Executor, selectRows } from '../../db/client'
 import { cards } from '../../db/schema'
-import { type CardRecord, cardsWhere } from '../catalog/repo'
+import { type CardRecord, cardsWhere } from '../catalog/queries'
 
 /** Cards whose cleaned name is one of `cleanNames` (index cards_clean_name_idx), optionally of one game. */
 export async function findCardsByCleanName(db: Executor, cleanNames: string[], gameId: number | undefined): Promise<CardRecord[]> {
@@ -30,7 +30,9 @@ export async function findSimilarNames(db: Executor, cleanNames: string[], gameI
     cleanNames.map((name, position) => sql`(${name}::text, ${position}::int)`),
     sql`, `,
   )
-  const rows = await selectRows<NameCandidate>(db, sql`
+  const rows = await selectRows<NameCandidate>(
+    db,
+    sql`
     select q.position, m.id as "cardId", m.score
     from (values ${names}) as q(name, position)
     cross join lateral (
@@ -40,6 +42,7 @@ export async function findSimilarNames(db: Executor, cleanNames: string[], gameI
       order by score desc, ${cards.id}
       limit ${CANDIDATES_PER_NAME}
     ) m
-    order by q.position, m.score desc, m.id`)
+    order by q.position, m.score desc, m.id`,
+  )
   return rows.map((row) => ({ position: Number(row.position), cardId: Number(row.cardId), score: Number(row.score) }))
 }

@@ -1,11 +1,11 @@
 import { describe, expect, test } from 'bun:test'
 import { parse } from 'csv-parse/sync'
-import { unpack } from 'msgpackr'
 import { type SQL, sql } from 'drizzle-orm'
+import { unpack } from 'msgpackr'
 import { accountWithKey } from '../../../test/helpers/auth'
 import { freshDatabase, selectRows, testLogger } from '../../../test/helpers/db'
-import { eventually } from '../../../test/helpers/eventually'
 import { TEST_NOW } from '../../../test/helpers/env'
+import { eventually } from '../../../test/helpers/eventually'
 import { startServer } from '../../../test/helpers/server'
 import { openPostgres } from '../../db/client'
 import { createLogger } from '../../shared/logger'
@@ -74,7 +74,11 @@ describe('GET /v1/bulk/history', () => {
     for (const range of ['month', 'quarter', 'year'] as const) {
       const { status, body } = await get(`/v1/bulk/history?ids=${asked.join(',')}&range=${range}`, keys.business)
       expect(status).toBe(200)
-      expect(Object.keys(body.data).map(Number).sort((a, b) => a - b)).toEqual([withHistory!.id, bare!.id, cardIds[4]!].sort((a, b) => a - b))
+      expect(
+        Object.keys(body.data)
+          .map(Number)
+          .sort((a, b) => a - b),
+      ).toEqual([withHistory!.id, bare!.id, cardIds[4]!].sort((a, b) => a - b))
       let count = 0
       for (const id of [withHistory!.id, bare!.id, cardIds[4]!]) {
         const single = await get(`/v1/cards/${id}/history?range=${range}`, keys.business)
@@ -180,14 +184,25 @@ describe('GET /v1/export/set/:id', async () => {
       order by product_type = 'Sealed Products', length(number), number, id`)
     expect(body.data.map((card: { id: number }) => card.id)).toEqual(products.map((row) => row.id))
     // Each item is the full card with its prices and sales, as bulk cards gives it.
-    const bulk = await get(`/v1/bulk/cards?ids=${products.slice(0, 100).map((row) => row.id).join(',')}`, keys.pro)
+    const bulk = await get(
+      `/v1/bulk/cards?ids=${products
+        .slice(0, 100)
+        .map((row) => row.id)
+        .join(',')}`,
+      keys.pro,
+    )
     expect(body.data.slice(0, 100)).toEqual(bulk.body.data)
     expect(body.data.some((card: { product_type: string; number: string | null }) => card.product_type === 'Sealed Products' && card.number === null)).toBe(true)
     expect(body.data.some((card: { prices: unknown[] }) => card.prices.length === 0)).toBe(true)
     expect(body.data.some((card: { prices: { sales_as_of: string | null }[] }) => card.prices.some((price) => price.sales_as_of !== null))).toBe(true)
     expect(body.data.some((card: { name: string }) => card.name.includes('"Quoted"'))).toBe(true)
     expect(body.meta).toEqual({
-      set_id: set!.id, set_name: expect.any(String), game_slug: set!.game_slug, count: body.data.length, total: body.data.length, exported_at: TEST_NOW.toISOString(),
+      set_id: set!.id,
+      set_name: expect.any(String),
+      game_slug: set!.game_slug,
+      count: body.data.length,
+      total: body.data.length,
+      exported_at: TEST_NOW.toISOString(),
     })
     expect(body.rate_limit.daily_limit).toBe(50_000)
     expect(response.headers.get('x-ratelimit-limit')).toBe('50000')
@@ -243,7 +258,7 @@ describe('GET /v1/export/set/:id', async () => {
     }
   })
 
-  test('HEAD answers GET\'s status and headers with no body, charges 1 like GET and logs nothing', async () => {
+  test("HEAD answers GET's status and headers with no body, charges 1 like GET and logs nothing", async () => {
     const logged: string[] = []
     const watched = startServer({ db, redis: undefined, logger: createLogger('warn', { write: (line: string) => void logged.push(line) }) })
     const key = await keyOf('business')
@@ -326,7 +341,11 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
 
   test('cards with prices in request order; unknown ids in not_found; credits by tier', async () => {
     const ids = [known[3]!.marketplace_id, 42, known[0]!.marketplace_id, known[3]!.marketplace_id]
-    for (const [tier, credits] of [['starter', 4], ['pro', 2], ['business', 1]] as const) {
+    for (const [tier, credits] of [
+      ['starter', 4],
+      ['pro', 2],
+      ['business', 1],
+    ] as const) {
       const before = (await get('/v1/usage', keys[tier])).body.data.account.today_requests
       const { status, body } = await post('/v1/bulk/resolve/marketplace', keys[tier], { ids })
       expect(status).toBe(200)
@@ -510,8 +529,7 @@ describe('msgpack on the bulk endpoints', () => {
       ['/v1/bulk/resolve/marketplace', { method: 'POST', body: JSON.stringify({ ids: [1, 2, 3] }) }],
     ]
     for (const [path, init] of requests) {
-      const send = (accept: string) =>
-        server.get(path, { ...init, headers: { 'x-api-key': keys.business, 'content-type': 'application/json', accept } })
+      const send = (accept: string) => server.get(path, { ...init, headers: { 'x-api-key': keys.business, 'content-type': 'application/json', accept } })
       const json = await send('application/json')
       expect(json.headers.get('content-type')).toStartWith('application/json')
       expect(json.headers.get('vary')).toBe('Accept')

@@ -5,12 +5,12 @@ import { AppError, invalidQuery, notFound } from '../../shared/errors'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
 import { parseIdList } from '../../shared/id-list'
 import { cleanName } from '../../shared/text'
-import { resolveCredits, type Tier, TIER_POLICY, type TierPolicy } from '../auth/tiers'
+import { resolveCredits, TIER_POLICY, type Tier, type TierPolicy } from '../auth/tiers'
 import type { Price } from '../catalog/model'
-import * as catalogRepo from '../catalog/repo'
+import * as catalog from '../catalog/queries'
 import { toCard, toPrice } from '../catalog/service'
 import type { HistoryRange, HistoryRow } from '../history/model'
-import * as historyRepo from '../history/repo'
+import * as history from '../history/queries'
 import { historyWindow, newestSalesOf, windowMeta } from '../history/service'
 import { type CardWithPrices, MAX_BULK_CARD_IDS, MAX_BULK_HISTORY_IDS, ResolveMarketplaceBody, ResolveNameBody } from './model'
 import * as repo from './repo'
@@ -18,7 +18,7 @@ import * as repo from './repo'
 /** Each card's prices, primary printing first, from one statement for all the cards. */
 async function pricesByCard(db: Database, cardIds: number[]): Promise<Map<number, Price[]>> {
   const byCard = new Map<number, Price[]>()
-  for (const row of await catalogRepo.findPricesOfCards(db, cardIds)) {
+  for (const row of await catalog.findPricesOfCards(db, cardIds)) {
     const price = toPrice(row)
     const list = byCard.get(row.cardId)
     if (list) list.push(price)
@@ -28,11 +28,10 @@ async function pricesByCard(db: Database, cardIds: number[]): Promise<Map<number
 }
 
 /**
- * Cards with their prices and each printing's newest recorded sales (Pro and up: docs/decisions.md
- * "Sales in Pro card prices"), by id: three statements run together, whatever the number of ids.
+ * Cards with their prices and each printing's newest recorded sales (Pro and up: docs/adr/0093-sales-in-pro-card-prices.md), by id: three statements run together, whatever the number of ids.
  */
 async function cardsWithPrices(db: Database, ids: number[]): Promise<Map<number, CardWithPrices>> {
-  const [rows, prices, withSales] = await Promise.all([catalogRepo.findCardsBy(db, 'id', ids), pricesByCard(db, ids), newestSalesOf(db, ids)])
+  const [rows, prices, withSales] = await Promise.all([catalog.findCardsBy(db, 'id', ids), pricesByCard(db, ids), newestSalesOf(db, ids)])
   return new Map(rows.map((row) => [row.id, { ...toCard(row), prices: (prices.get(row.id) ?? []).map(withSales) }]))
 }
 
@@ -60,19 +59,16 @@ export async function bulkCards(db: Database, rawIds: string) {
  * has, it is a 400 listing theirs, as one card's history answers, so a misspelt printing is not
  * mistaken for "no history".
  */
-export async function bulkHistory(
-  db: Database,
-  request: { rawIds: string; range: HistoryRange; printing?: string; policy: Pick<TierPolicy, 'historyDays'>; now: Date },
-) {
+export async function bulkHistory(db: Database, request: { rawIds: string; range: HistoryRange; printing?: string; policy: Pick<TierPolicy, 'historyDays'>; now: Date }) {
   const ids = parseIdList(request.rawIds, MAX_BULK_HISTORY_IDS)
   const window = historyWindow(request.range, request.policy, request.now)
   const [known, rows] = await Promise.all([
-    catalogRepo.findCardsBy(db, 'id', ids),
-    historyRepo.findHistoryOfCards(db, ids, { from: window.from ?? undefined, to: window.to, printing: request.printing }),
+    catalog.findCardsBy(db, 'id', ids),
+    history.findHistoryOfCards(db, ids, { from: window.from ?? undefined, to: window.to, printing: request.printing }),
   ])
   const found = new Set(known.map((card) => card.id))
   if (request.printing !== undefined && rows.length === 0 && found.size > 0) {
-    const printings = await historyRepo.findPrintingsOfCards(db, [...found])
+    const printings = await history.findPrintingsOfCards(db, [...found])
     if (!printings.includes(request.printing)) {
       const expected = printings.length > 0 ? `must be a printing of one of these cards: ${printings.join(', ')}` : 'these cards have no printings yet'
       throw invalidQuery(`'printing' ${expected} (got '${request.printing}')`, [{ field: 'printing', message: expected }])
@@ -98,17 +94,41 @@ export async function bulkHistory(
  * The custom attributes the CSV export gives a column each, `custom_attributes.<name>`: every name
  * the spec lists per game kind, then those the demo source uses for the kinds it does not, in
  * that order. Any other attribute goes, as JSON, to `custom_attributes.other`. The same columns
- * for every set (docs/decisions.md "Set export: every card, stable columns").
+ * for every set (docs/adr/0095-set-export-every-card-stable-columns.md).
  */
 export const EXPORT_ATTRIBUTES = [
   // creature-battle
-  'stage', 'energyType', 'hp', 'weakness', 'resistance', 'retreatCost', 'attack1', 'attack2', 'attack3', 'attack4', 'cardType', 'flavorText',
+  'stage',
+  'energyType',
+  'hp',
+  'weakness',
+  'resistance',
+  'retreatCost',
+  'attack1',
+  'attack2',
+  'attack3',
+  'attack4',
+  'cardType',
+  'flavorText',
   // mana-based
-  'color', 'manaCost', 'power', 'toughness', 'subType', 'oracleText',
+  'color',
+  'manaCost',
+  'power',
+  'toughness',
+  'subType',
+  'oracleText',
   // monster duel
-  'attribute', 'level', 'attack', 'defense', 'description',
+  'attribute',
+  'level',
+  'attack',
+  'defense',
+  'description',
   // action and ink games (the demo source's names)
-  'class', 'pitch', 'inkColor', 'inkCost', 'loreValue',
+  'class',
+  'pitch',
+  'inkColor',
+  'inkCost',
+  'loreValue',
 ] as const
 
 /** How the CSV export writes a list value (energyType): its items joined by this. */
@@ -116,7 +136,7 @@ export const EXPORT_LIST_SEPARATOR = '|'
 
 /**
  * CSV export columns, the same for every set: the price row's columns as they were first exported
- * (docs/decisions.md "Card prices and card fields"), then the sales and the rest of the card, then
+ * (docs/adr/0041-card-prices-and-card-fields.md), then the sales and the rest of the card, then
  * one column per custom attribute. One row per card and printing; a card without prices is one row
  * with empty price cells.
  */
@@ -175,7 +195,7 @@ export const EXPORT_BATCH_CARDS = 250
 
 /** A set export's file name and media type, without reading its rows (HEAD); 404 for an unknown set. */
 export async function describeExport(db: Database, request: { setId: number; format: 'json' | 'csv'; now: Date }) {
-  const set = await catalogRepo.findSet(db, request.setId)
+  const set = await catalog.findSet(db, request.setId)
   if (!set) throw notFound(`Set ${request.setId}`)
   const date = request.now.toISOString().slice(0, 10)
   const filename = `${set.gameSlug}-${set.slug}-prices-${date}.${request.format}`
@@ -183,8 +203,7 @@ export async function describeExport(db: Database, request: { setId: number; for
 }
 
 /**
- * Every card and sealed product of a set with its prices (docs/decisions.md "Set export: every
- * card, stable columns"), streamed: the set's card ids in number order, sealed products last (one
+ * Every card and sealed product of a set with its prices (docs/adr/0095-set-export-every-card-stable-columns.md), streamed: the set's card ids in number order, sealed products last (one
  * statement), then the cards, their prices and sales a batch of cards at a time, each batch written
  * out before the next is read. JSON is `{ data, meta, rate_limit }`, a card with its prices (an
  * empty list when it has none) per item, with meta last (it holds the counts); CSV is RFC 4180
@@ -196,7 +215,7 @@ export async function exportSet(
   request: { setId: number; format: 'json' | 'csv'; now: Date; rateLimit: unknown; onError: (error: unknown) => void; batchCards?: number },
 ) {
   const { set, filename, contentType } = await describeExport(db, request)
-  const cardIds = await catalogRepo.findSetCardIds(db, set.id)
+  const cardIds = await catalog.findSetCardIds(db, set.id)
   const encoder = new TextEncoder()
   const batchCards = request.batchCards ?? EXPORT_BATCH_CARDS
   let batch = 0
@@ -267,7 +286,7 @@ const RESOLVE_BODIES = { ids: TypeCompiler.Compile(ResolveMarketplaceBody), name
  * What a resolve request costs: ceil(items × the tier's credit per item), judged before the route
  * validates the body, so judged here by the same schema; a body the route will refuse (anything the
  * schema refuses, such as an empty name or a null id, or over the tier's limit) costs 1, like any
- * refused request (docs/decisions.md "Bulk resolve credits and matching").
+ * refused request (docs/adr/0051-bulk-resolve-credits-and-matching.md).
  */
 export function resolveCost(field: 'ids' | 'names') {
   const schema = RESOLVE_BODIES[field]
@@ -281,8 +300,11 @@ export function resolveCost(field: 'ids' | 'names') {
 /** Marketplace product ids to cards with their prices, in request order; two statements in all. */
 export async function resolveMarketplaceIds(db: Database, request: { ids: number[]; tier: Tier }) {
   const credits = checkResolveItems(request.tier, request.ids.length, 'ids')
-  const rows = await catalogRepo.findCardsBy(db, 'marketplaceId', request.ids)
-  const prices = await pricesByCard(db, rows.map((row) => row.id))
+  const rows = await catalog.findCardsBy(db, 'marketplaceId', request.ids)
+  const prices = await pricesByCard(
+    db,
+    rows.map((row) => row.id),
+  )
   const byMarketplaceId = new Map(rows.map((row) => [row.marketplaceId, row]))
   const resolved = []
   const missing: number[] = []
@@ -313,13 +335,13 @@ export async function resolveNames(db: Database, request: { names: string[]; gam
   const credits = checkResolveItems(request.tier, request.names.length, 'names')
   let gameId: number | undefined
   if (request.game !== undefined) {
-    const game = await catalogRepo.findGame(db, { slug: request.game })
+    const game = await catalog.findGame(db, { slug: request.game })
     if (!game) throw notFound(`Game '${request.game}'`)
     gameId = game.id
   }
   const cleaned = request.names.map(cleanName)
   const exact = await repo.findCardsByCleanName(db, [...new Set(cleaned.filter((name) => name !== ''))], gameId)
-  const exactByName = new Map<string, catalogRepo.CardRecord[]>()
+  const exactByName = new Map<string, catalog.CardRecord[]>()
   for (const row of exact) exactByName.set(row.cleanName, [...(exactByName.get(row.cleanName) ?? []), row])
 
   const unmatched = [...new Set(cleaned.filter((name) => name !== '' && !exactByName.has(name)))]
@@ -333,7 +355,7 @@ export async function resolveNames(db: Database, request: { names: string[]; gam
   const cardIds = [...new Set([...exact.map((row) => row.id), ...similar.map((candidate) => candidate.cardId)])]
   const known = new Map(exact.map((row) => [row.id, row]))
   const missingIds = cardIds.filter((id) => !known.has(id))
-  const [more, prices] = await Promise.all([catalogRepo.findCardsBy(db, 'id', missingIds), pricesByCard(db, cardIds)])
+  const [more, prices] = await Promise.all([catalog.findCardsBy(db, 'id', missingIds), pricesByCard(db, cardIds)])
   for (const row of more) known.set(row.id, row)
 
   const candidate = (cardId: number, score: number) => {

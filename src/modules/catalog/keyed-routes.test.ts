@@ -35,7 +35,21 @@ describe('GET /v1/sets', () => {
     expect(first.status).toBe(200)
     expect(first.body.meta).toEqual({ total: setTotal!.n, page: 1, per_page: 100, has_more: setTotal!.n > 100 })
     expect(Object.keys(first.body.data[0]).sort()).toEqual(
-      ['abbreviation', 'card_count', 'game_id', 'game_name', 'game_slug', 'id', 'image_url', 'last_synced_at', 'marketplace_id', 'name', 'release_date', 'set_icon_url', 'slug'].sort(),
+      [
+        'abbreviation',
+        'card_count',
+        'game_id',
+        'game_name',
+        'game_slug',
+        'id',
+        'image_url',
+        'last_synced_at',
+        'marketplace_id',
+        'name',
+        'release_date',
+        'set_icon_url',
+        'slug',
+      ].sort(),
     )
     const dates = first.body.data.map((s: any) => s.release_date)
     expect(dates).toEqual([...dates].sort().reverse())
@@ -94,9 +108,11 @@ describe('GET /v1/sets/:id', () => {
     await database.db.execute(sql`update sets set image_url = null, set_icon_url = null where id = ${someSet!.id}`)
     const [other] = await rows<{ id: number }>(sql`select id from sets where id <> ${someSet!.id} and set_icon_url is not null order by id limit 1`)
     const facts = new Map(
-      (await rows<{ id: number; marketplace_id: number; image_url: string | null; set_icon_url: string | null }>(
-        sql`select id, marketplace_group_id as marketplace_id, image_url, set_icon_url from sets`,
-      )).map(({ id, ...set }) => [id, set]),
+      (
+        await rows<{ id: number; marketplace_id: number; image_url: string | null; set_icon_url: string | null }>(
+          sql`select id, marketplace_group_id as marketplace_id, image_url, set_icon_url from sets`,
+        )
+      ).map(({ id, ...set }) => [id, set]),
     )
     expect((await get(`/v1/sets/${someSet!.id}`)).body.data).toMatchObject({ ...facts.get(someSet!.id), image_url: null, set_icon_url: null })
     const known = (await get(`/v1/sets/${other!.id}`)).body.data
@@ -124,7 +140,28 @@ describe('GET /v1/sets/:id/cards', () => {
     expect(status).toBe(200)
     expect(body.meta.total).toBe(someSet!.card_count)
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['foil_only', 'game_name', 'game_slug', 'id', 'image_url', 'low_price', 'lowest_with_shipping', 'market_price', 'marketplace_id', 'median_price', 'name', 'number', 'clean_name', 'price_updated_at', 'printing', 'product_type', 'rarity', 'set_name', 'set_slug', 'total_listings'].sort(),
+      [
+        'foil_only',
+        'game_name',
+        'game_slug',
+        'id',
+        'image_url',
+        'low_price',
+        'lowest_with_shipping',
+        'market_price',
+        'marketplace_id',
+        'median_price',
+        'name',
+        'number',
+        'clean_name',
+        'price_updated_at',
+        'printing',
+        'product_type',
+        'rarity',
+        'set_name',
+        'set_slug',
+        'total_listings',
+      ].sort(),
     )
     const [slugs] = await rows<{ set_slug: string; game_slug: string }>(
       sql`select s.slug as set_slug, g.slug as game_slug from sets s join games g on g.id = s.game_id where s.id = ${someSet!.id}`,
@@ -216,7 +253,25 @@ describe('GET /v1/sets/:id/prices', () => {
       new Map(expected.map((row) => [key(row), [row.market_price, row.low_price]])),
     )
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['buylist_price', 'card_id', 'foil_only', 'image_url', 'last_updated_at', 'low_price', 'lowest_with_shipping', 'market_price', 'market_price_as_of', 'marketplace_id', 'median_price', 'name', 'price_change_24h', 'price_change_30d', 'price_change_7d', 'printing', 'product_type'].sort(),
+      [
+        'buylist_price',
+        'card_id',
+        'foil_only',
+        'image_url',
+        'last_updated_at',
+        'low_price',
+        'lowest_with_shipping',
+        'market_price',
+        'market_price_as_of',
+        'marketplace_id',
+        'median_price',
+        'name',
+        'price_change_24h',
+        'price_change_30d',
+        'price_change_7d',
+        'printing',
+        'product_type',
+      ].sort(),
     )
   })
 
@@ -245,7 +300,29 @@ describe('GET /v1/cards/:id', () => {
     const { status, body } = await get(`/v1/cards/${withHp!.id}`)
     expect(status).toBe(200)
     expect(Object.keys(body.data).sort()).toEqual(
-      ['clean_name', 'custom_attributes', 'foil_only', 'game_id', 'game_name', 'game_slug', 'hp', 'id', 'image_url', 'marketplace_id', 'marketplace_url', 'name', 'number', 'product_status_id', 'product_type', 'rarity', 'set_id', 'set_name', 'set_slug', 'shipping_category_id', 'total_listings'].sort(),
+      [
+        'clean_name',
+        'custom_attributes',
+        'foil_only',
+        'game_id',
+        'game_name',
+        'game_slug',
+        'hp',
+        'id',
+        'image_url',
+        'marketplace_id',
+        'marketplace_url',
+        'name',
+        'number',
+        'product_status_id',
+        'product_type',
+        'rarity',
+        'set_id',
+        'set_name',
+        'set_slug',
+        'shipping_category_id',
+        'total_listings',
+      ].sort(),
     )
     expect(body.data.id).toBe(withHp!.id)
     const [names] = await rows<{ set_name: string; set_slug: string; game_name: string; game_slug: string }>(sql`
@@ -298,9 +375,7 @@ describe('GET /v1/cards/:id/prices', () => {
 
 describe('GET /v1/cards/marketplace/:marketplaceId', () => {
   test('every field of the card by id, and prices without card_id and the 7d/30d changes', async () => {
-    const [card] = await rows<{ id: number; marketplace_id: number; name: string }>(
-      sql`select id, marketplace_id, name from cards where id = ${multiPrinting!.card_id}`,
-    )
+    const [card] = await rows<{ id: number; marketplace_id: number; name: string }>(sql`select id, marketplace_id, name from cards where id = ${multiPrinting!.card_id}`)
     const { status, body } = await get(`/v1/cards/marketplace/${card!.marketplace_id}`)
     expect(status).toBe(200)
     const { prices, ...rest } = body.data

@@ -1,25 +1,23 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { Id, LiteralUnion, MAX_ID, PathParams, QueryInt, Timestamp } from '../../shared/model'
 
-// A game's and a set's marketplace identity go beyond the contract (docs/decisions.md "Compatibility superset").
+// A game's and a set's marketplace identity go beyond the contract (docs/adr/0025-compatibility-superset.md).
 const MarketplaceRef = (what: string) => Type.Integer({ minimum: 1, maximum: MAX_ID, description: `The ${what} id at the marketplace` })
 const MarketplaceImage = (what: string) =>
   Type.Union([Type.String({ format: 'uri' }), Type.Null()], { description: `The ${what} at the marketplace; null when the marketplace source has none` })
 
-export const Game = Type.Object(
-  {
-    id: Id,
-    name: Type.String({ examples: ['Pokemon'] }),
-    slug: Type.String({ description: 'Used in paths and in the `game` filter', examples: ['pokemon'] }),
-    priority: Type.Integer({ minimum: 0, maximum: 3, description: 'Update tier, 0 to 3 (3 = daily at 2 AM EST)' }),
-    set_count: Type.Integer({ minimum: 0 }),
-    card_count: Type.Integer({ minimum: 0, description: 'Cards and sealed products' }),
-    last_synced_at: Type.Union([Timestamp, Type.Null()], { description: 'null until the first sync' }),
-    marketplace_id: MarketplaceRef("game's category"),
-    image_url: MarketplaceImage("game's image"),
-    logo_url: MarketplaceImage("game's logo"),
-  },
-)
+export const Game = Type.Object({
+  id: Id,
+  name: Type.String({ examples: ['Pokemon'] }),
+  slug: Type.String({ description: 'Used in paths and in the `game` filter', examples: ['pokemon'] }),
+  priority: Type.Integer({ minimum: 0, maximum: 3, description: 'Update tier, 0 to 3 (3 = daily at 2 AM EST)' }),
+  set_count: Type.Integer({ minimum: 0 }),
+  card_count: Type.Integer({ minimum: 0, description: 'Cards and sealed products' }),
+  last_synced_at: Type.Union([Timestamp, Type.Null()], { description: 'null until the first sync' }),
+  marketplace_id: MarketplaceRef("game's category"),
+  image_url: MarketplaceImage("game's image"),
+  logo_url: MarketplaceImage("game's logo"),
+})
 export type Game = Static<typeof Game>
 
 /** Items of a game's set list. */
@@ -50,7 +48,7 @@ const Money = Type.Number({ description: 'USD' })
 
 /**
  * A price a marketplace source may not report: null then, never a made-up number
- * (docs/decisions.md "A real source's gaps are null").
+ * (docs/adr/0094-a-real-source-s-gaps-are-null.md).
  */
 export const ReportedMoney = (meaning: string, alsoNullWhen?: string) =>
   Type.Union([Money, Type.Null()], {
@@ -66,7 +64,7 @@ const TotalListings = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
   description: 'Active seller listings; null when the marketplace source does not report it',
 })
 
-// docs/decisions.md "Sealed products have no number".
+// docs/adr/0092-sealed-products-have-no-number.md.
 const CardNumber = Type.Union([Type.String(), Type.Null()], {
   description: 'Card number within the set; null for sealed products (and a card the marketplace gives no number)',
 })
@@ -124,7 +122,7 @@ export const Price = Type.Object({
   price_change_7d: Percent,
   price_change_30d: Percent,
   last_updated_at: Timestamp,
-  // Pro and up only (docs/decisions.md "Sales in Pro card prices"): absent below Pro, as the public service documents.
+  // Pro and up only (docs/adr/0093-sales-in-pro-card-prices.md): absent below Pro, as the public service documents.
   sales_volume: Type.Optional(
     Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
       description: 'Pro and up only (absent below): sales on `sales_as_of`, the newest day with recorded sales; null when none were ever recorded',
@@ -143,7 +141,7 @@ export const Price = Type.Object({
 })
 export type Price = Static<typeof Price>
 
-/** The Price fields only Pro and up see (docs/decisions.md "Sales in Pro card prices"). */
+/** The Price fields only Pro and up see (docs/adr/0093-sales-in-pro-card-prices.md). */
 export const SALES_FIELDS = ['sales_volume', 'avg_sales_price', 'sales_as_of'] as const
 
 /** A Price as Pro and up see it: the sales fields always there. */
@@ -157,7 +155,7 @@ export type PriceWithSales = Static<typeof PriceWithSales>
 export const MarketplacePrice = Type.Omit(Price, ['card_id', 'price_change_7d', 'price_change_30d', ...SALES_FIELDS])
 export type MarketplacePrice = Static<typeof MarketplacePrice>
 
-/** The spec names id, name, foil_only and prices; the public service's clients read the rest of the Card too (docs/decisions.md "Compatibility superset"). */
+/** The spec names id, name, foil_only and prices; the public service's clients read the rest of the Card too (docs/adr/0025-compatibility-superset.md). */
 export const MarketplaceCard = Type.Object(
   {
     ...Card.properties,
@@ -167,7 +165,7 @@ export const MarketplaceCard = Type.Object(
 )
 export type MarketplaceCard = Static<typeof MarketplaceCard>
 
-/** docs/decisions.md "Card prices and card fields": one row per card × printing (set prices, JSON export). */
+/** docs/adr/0041-card-prices-and-card-fields.md: one row per card × printing (set prices, JSON export). */
 export const PriceRow = Type.Object({
   card_id: Id,
   name: Type.String(),
@@ -179,7 +177,7 @@ export const PriceRow = Type.Object({
 })
 export type PriceRow = Static<typeof PriceRow>
 
-/** docs/decisions.md "Card prices and card fields": a card's summary plus its primary printing's price (set cards, search). */
+/** docs/adr/0041-card-prices-and-card-fields.md: a card's summary plus its primary printing's price (set cards, search). */
 export const CardWithPrice = Type.Object({
   id: Id,
   name: Type.String(),

@@ -1,17 +1,14 @@
-import { Type } from '@sinclair/typebox'
+import { type Static, Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { LRUCache } from 'lru-cache'
-import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
-import { type ApiKeyRule, authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
-import type { AuthRuntime } from '../auth/runtime'
-import { NOT_MODIFIED, repeatedSnapshotAnswer, snapshotResponse } from '../prices/respond'
-import type { SnapshotStore } from '../snapshot/store'
-import { cardPrices, cardPricesVariant } from '../prices/service'
-import { models } from '../../shared/models-plugin'
 import type { Clock } from '../../shared/clock'
-import { createReadCache } from '../../shared/read-cache'
+import { type EarlyAnswer, type HotRoute, type HotRoutes, pathAndQueryOf } from '../../shared/hot-routes'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
-import { pathAndQueryOf, type RepeatAnswer } from '../../shared/repeat-routes'
+import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
+import { models } from '../../shared/models-plugin'
+import { createReadCache } from '../../shared/read-cache'
+import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import type { AuthRuntime } from '../auth/runtime'
 import {
   Card,
   CardWithPrice,
@@ -20,24 +17,14 @@ import {
   IdParams,
   MarketplaceCard,
   MarketplaceIdParams,
-  Price,
   PRODUCT_TYPES,
+  Price,
   PriceRow,
   SET_CARD_SORTS,
   SetDetail,
   SetSummary,
 } from './model'
-import {
-  getCard,
-  getCardByMarketplaceId,
-  getGame,
-  getSet,
-  listGameSets,
-  listGames,
-  listSetCards,
-  listSetPrices,
-  listSets,
-} from './service'
+import { getCard, getCardByMarketplaceId, getGame, getSet, listGameSets, listGames, listSetCards, listSetPrices, listSets } from './service'
 
 const TypeFilter = LiteralUnion(PRODUCT_TYPES, { description: 'Cards or sealed products only' })
 const SetsQuery = QueryParams({
@@ -47,12 +34,9 @@ const SetsQuery = QueryParams({
 const SetCardsQuery = QueryParams({
   ...PaginationQuery.properties,
   type: Type.Optional(TypeFilter),
-  sort: Type.Optional(LiteralUnion(SET_CARD_SORTS, { default: 'number', description: 'number (default), name, price_asc or price_desc (by the primary printing\'s market price)' })),
+  sort: Type.Optional(LiteralUnion(SET_CARD_SORTS, { default: 'number', description: "number (default), name, price_asc or price_desc (by the primary printing's market price)" })),
 })
 const SetPricesQuery = QueryParams({ type: Type.Optional(TypeFilter) })
-const PrintingQuery = QueryParams({
-  printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Exact printing name, e.g. Normal or Holofoil' })),
-})
 const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as const
 
 /** Games and sets change only when a sync runs (daily); a few seconds of staleness is invisible. */
@@ -67,68 +51,90 @@ const jsonResponse = (bytes: Buffer) => new Response(bytes, { headers: { 'conten
  * The open catalog reads (games), serialised once per read, not per request: the bytes go out as
  * they are until they expire. Loaded by what they answer (page, size, slug), so differently
  * written queries share one database read; kept too by the request's exact path and query, for
- * repeats answered before routing (`repeat`), never past the read's own expiry (on `clock`).
+ * repeats answered before routing (`route`), never past the read's own expiry (on `clock`).
  */
 export function openCatalogReads(clock: Clock, ttlMs = PUBLIC_CACHE_TTL_MS) {
   const cache = createReadCache(clock, ttlMs)
   const byPath = new LRUCache<string, { bytes: Buffer; until: number }>({ maxSize: OPEN_REPEATS_BYTES, sizeCalculation: (_, path) => path.length + 64 })
-  const repeat: RepeatAnswer = (_request, pathAndQuery) => {
+  const early: EarlyAnswer = (_request, pathAndQuery) => {
     const kept = byPath.get(pathAndQuery)
     return kept && kept.until > clock.monotonic() ? jsonResponse(kept.bytes) : undefined
   }
+  async function json(request: Request, key: string, load: () => Promise<unknown>) {
+    const read = await cache.get(key, async () => {
+      const until = clock.monotonic() + ttlMs
+      return { bytes: Buffer.from(JSON.stringify(await load())), until }
+    })
+    byPath.set(pathAndQueryOf(request.url), read)
+    return jsonResponse(read.bytes)
+  }
   return {
-    async json(request: Request, key: string, load: () => Promise<unknown>) {
-      const read = await cache.get(key, async () => {
-        const until = clock.monotonic() + ttlMs
-        return { bytes: Buffer.from(JSON.stringify(await load())), until }
-      })
-      byPath.set(pathAndQueryOf(request.url), read)
-      return jsonResponse(read.bytes)
+    json,
+    /** A repeat of a read `json` answered, from its bytes until they expire. */
+    early,
+    /**
+     * An open read as a hot route: Elysia validates and answers it first (`read` names the cached
+     * read behind the validated params and query); a repeat of the exact path and query is
+     * answered early from the same bytes until they expire.
+     */
+    route<Params, Query>(route: {
+      path: string
+      read: (request: { params: Params; query: Query }) => { key: string; load: () => Promise<unknown> }
+      hook: Record<string, unknown>
+    }): HotRoute {
+      return {
+        path: route.path,
+        hook: route.hook,
+        handler: ({ request, params, query }: { request: Request; params: Params; query: Query }) => {
+          const { key, load } = route.read({ params, query })
+          return json(request, key, load)
+        },
+        early,
+      }
     },
-    repeats: { '/v1/games': repeat, '/v1/games/:slug': repeat, '/v1/games/:slug/sets': repeat } satisfies Record<string, RepeatAnswer>,
   }
 }
 
 export type OpenCatalogReads = ReturnType<typeof openCatalogReads>
 
-const CARD_PRICES_KEY = { needs: 'catalog' } satisfies ApiKeyRule
-
-/** The catalog reads a repeat of is answered before routing (shared/repeat-routes.ts). */
-export function catalogRepeats(auth: AuthRuntime, snapshots: SnapshotStore, reads: OpenCatalogReads): Record<string, RepeatAnswer> {
-  return { ...reads.repeats, '/v1/cards/:id/prices': repeatedSnapshotAnswer(auth, snapshots, CARD_PRICES_KEY, cardPricesVariant) }
-}
-
 /** The catalog: games (public, no key, no quota: spec Authentication 2), sets and cards (API key). */
-export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads: OpenCatalogReads) {
+export function catalogRoutes(auth: AuthRuntime, reads: OpenCatalogReads, hot: HotRoutes) {
   const deps = { db: auth.db }
-  return new Elysia({ name: 'catalog-routes' })
-    .use(models)
-    .use(authGuard(auth))
-    .model({ Game, SetSummary, SetDetail, Card, Price, CardWithPrice, PriceRow })
-    .get('/v1/games', ({ request, query }) => {
+  const games = reads.route<unknown, Static<typeof PaginationQuery>>({
+    path: '/v1/games',
+    read: ({ query }) => {
       const page = toPage(query)
-      return reads.json(request, `games:${page.page}:${page.perPage}`, () => listGames(deps.db, page))
-    }, {
+      return { key: `games:${page.page}:${page.perPage}`, load: () => listGames(deps.db, page) }
+    },
+    hook: {
       query: PaginationQuery,
       response: {
         200: Type.Object({ data: Type.Array(Type.Ref('Game')), meta: PageMeta }),
         400: 'Error',
       },
       detail: { tags: ['Games'], summary: 'List games', description: 'Every supported game, major games first.' },
-    })
-    .get('/v1/games/:slug', ({ request, params }) => reads.json(request, `game:${params.slug}`, () => getGame(deps.db, params.slug)), {
+    },
+  })
+  const game = reads.route<Static<typeof GameSlugParams>, unknown>({
+    path: '/v1/games/:slug',
+    read: ({ params }) => ({ key: `game:${params.slug}`, load: () => getGame(deps.db, params.slug) }),
+    hook: {
       params: GameSlugParams,
       response: { 200: Type.Object({ data: Type.Ref('Game') }), 400: 'Error', 404: 'Error' },
       detail: {
         tags: ['Games'],
         summary: 'Get a game by slug or id',
-        description: '`:slug` is the game\'s slug or its numeric id (`/v1/games/3`): a value of digits only is always read as the id.',
+        description: "`:slug` is the game's slug or its numeric id (`/v1/games/3`): a value of digits only is always read as the id.",
       },
-    })
-    .get('/v1/games/:slug/sets', ({ request, params, query }) => {
+    },
+  })
+  const gameSets = reads.route<Static<typeof GameSlugParams>, Static<typeof PaginationQuery>>({
+    path: '/v1/games/:slug/sets',
+    read: ({ params, query }) => {
       const page = toPage(query)
-      return reads.json(request, `sets:${params.slug}:${page.page}:${page.perPage}`, () => listGameSets(deps.db, params.slug, page))
-    }, {
+      return { key: `sets:${params.slug}:${page.page}:${page.perPage}`, load: () => listGameSets(deps.db, params.slug, page) }
+    },
+    hook: {
       params: GameSlugParams,
       query: PaginationQuery,
       response: {
@@ -143,12 +149,16 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads
           "Newest release first. `:slug` is the game's slug or its numeric id, as for the game itself. Each set carries the " +
           "fields of a set in a list and its game's `game_id`, `game_name` and `game_slug`.",
       },
-    })
+    },
+  })
+  const routes = new Elysia({ name: 'catalog-routes' }).use(models).use(authGuard(auth)).model({ Game, SetSummary, SetDetail, Card, Price, CardWithPrice, PriceRow })
+  return hot
+    .add(hot.add(hot.add(routes, games), game), gameSets)
     .get('/v1/sets', ({ query }) => listSets(deps.db, query.game, toPage(query)), {
       apiKey: { needs: 'catalog' },
       query: SetsQuery,
       response: { 200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('SetDetail')), meta: PageMeta })), ...NOT_FOUND_ERRORS },
-      detail: { tags: ['Sets'], summary: 'List sets', description: 'Every set, or one game\'s with `game`; newest release first. An unknown game slug is a 404.' },
+      detail: { tags: ['Sets'], summary: 'List sets', description: "Every set, or one game's with `game`; newest release first. An unknown game slug is a 404." },
     })
     .get('/v1/sets/:id', ({ params }) => getSet(deps.db, params.id), {
       apiKey: { needs: 'catalog' },
@@ -175,7 +185,11 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads
         200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('PriceRow')), meta: Type.Object({ total: Type.Integer({ minimum: 0 }) }) })),
         ...NOT_FOUND_ERRORS,
       },
-      detail: { tags: ['Sets'], summary: "Every price of a set's cards (Pro)", description: 'One row per card and printing, in card number order: every row of the set in one answer (no paging; `meta.total` counts them).' },
+      detail: {
+        tags: ['Sets'],
+        summary: "Every price of a set's cards (Pro)",
+        description: 'One row per card and printing, in card number order: every row of the set in one answer (no paging; `meta.total` counts them).',
+      },
     })
     .get('/v1/cards/:id', ({ params }) => getCard(deps.db, params.id), {
       apiKey: { needs: 'catalog' },
@@ -201,41 +215,4 @@ export function catalogRoutes(auth: AuthRuntime, snapshots: SnapshotStore, reads
           '`card_id`, `price_change_7d` and `price_change_30d`: ask `GET /v1/cards/:id/prices` for those.',
       },
     })
-    .get(
-      '/v1/cards/:id/prices',
-      // Destructured, not `(context) =>`: Elysia reads what a handler uses to skip the rest
-      // (a handler taking the whole context had every request's cookies parsed, 16% of its CPU).
-      async ({ request, set, params, query, apiKey }) => {
-        const snapshot = await snapshots.get()
-        // docs/decisions.md "Sales in Pro card prices": the answer (and its ETag) depends on the tier's variant.
-        const variant = cardPricesVariant(apiKey.policy)
-        const body = () => cardPrices(auth.db, snapshot, params.id, query.printing, variant)
-        return snapshotResponse({ request, set }, snapshot, body, { msgpack: false, remember: true, variant })
-      },
-      {
-        apiKey: CARD_PRICES_KEY,
-        params: IdParams,
-        query: PrintingQuery,
-        response: {
-          200: withRateLimit(
-            Type.Object({
-              data: Type.Union([Type.Ref('Price'), Type.Array(Type.Ref('Price'))], {
-                description: 'An array of prices, one per printing; a single object when the card has exactly one printing',
-              }),
-            }),
-          ),
-          ...NOT_MODIFIED,
-          ...NOT_FOUND_ERRORS,
-        },
-        detail: {
-          tags: ['Cards'],
-          summary: "A card's prices per printing",
-          description:
-            '`printing` is an exact match; a printing the card does not have is a 400 listing the ones it has. Answered from ' +
-            'the price snapshot, which every sync renews: send the `ETag` back as `If-None-Match` to get 304 until prices change. ' +
-            'From Pro up each price also carries `sales_volume`, `avg_sales_price` and `sales_as_of`: the newest day with recorded ' +
-            'sales of that printing (null when none were ever recorded); below Pro the three fields are absent. The ETag differs between the two.',
-        },
-      },
-    )
 }

@@ -1,14 +1,13 @@
 import type { Database } from '../../db/client'
-import { notFound } from '../../shared/errors'
+import { AppError, notFound } from '../../shared/errors'
 import { MAX_ID, type Page, pageMeta } from '../../shared/model'
-import { AppError } from '../../shared/errors'
 import type { Card, CardWithPrice, Game, MarketplacePrice, Price, PriceRow, SetCardSort, SetDetail, SetSummary } from './model'
-import type { PriceSnapshot } from '../snapshot/snapshot'
+import * as queries from './queries'
 import * as repo from './repo'
 
 const iso = (instant: Date | null) => instant?.toISOString() ?? null
 
-function toGame(row: repo.GameRecord): Game {
+function toGame(row: queries.GameRecord): Game {
   return {
     id: row.id,
     name: row.name,
@@ -23,7 +22,7 @@ function toGame(row: repo.GameRecord): Game {
   }
 }
 
-function toSetSummary(row: repo.SetRecord): SetSummary {
+function toSetSummary(row: queries.SetRecord): SetSummary {
   return {
     id: row.id,
     name: row.name,
@@ -45,10 +44,10 @@ export async function listGames(db: Database, page: Page) {
 
 /**
  * What `:slug` in `/v1/games/:slug` names: an all-digit value is the game's id (the public
- * service's clients ask `/v1/games/3`; docs/decisions.md "Compatibility superset"), anything else its slug. Undefined for
+ * service's clients ask `/v1/games/3`; docs/adr/0025-compatibility-superset.md), anything else its slug. Undefined for
  * an id no game can have (beyond the column's range), which is simply not found.
  */
-export function gameRefOf(slugOrId: string): repo.GameRef | undefined {
+export function gameRefOf(slugOrId: string): queries.GameRef | undefined {
   if (!/^[0-9]+$/.test(slugOrId)) return { slug: slugOrId }
   const id = Number(slugOrId)
   return id <= MAX_ID ? { id } : undefined
@@ -56,12 +55,12 @@ export function gameRefOf(slugOrId: string): repo.GameRef | undefined {
 
 export async function getGame(db: Database, slugOrId: string) {
   const ref = gameRefOf(slugOrId)
-  const game = ref && (await repo.findGame(db, ref))
+  const game = ref && (await queries.findGame(db, ref))
   if (!game) throw notFound(`Game '${slugOrId}'`)
   return { data: toGame(game) }
 }
 
-/** The game's sets, each with the game's id, name and slug (docs/decisions.md "Compatibility superset") beside the spec's list fields. */
+/** The game's sets, each with the game's id, name and slug (docs/adr/0025-compatibility-superset.md) beside the spec's list fields. */
 export async function listGameSets(db: Database, slugOrId: string, page: Page) {
   const ref = gameRefOf(slugOrId)
   const found = ref && (await repo.findSetsPageOfGame(db, ref, page))
@@ -69,7 +68,7 @@ export async function listGameSets(db: Database, slugOrId: string, page: Page) {
   return { data: found.rows.map(toSetDetail), meta: pageMeta(page, found.total) }
 }
 
-function toSetDetail(row: repo.SetDetailRecord): SetDetail {
+function toSetDetail(row: queries.SetDetailRecord): SetDetail {
   return { ...toSetSummary(row), game_id: row.gameId, game_name: row.gameName, game_slug: row.gameSlug }
 }
 
@@ -80,7 +79,7 @@ export async function listSets(db: Database, gameSlug: string | undefined, page:
 }
 
 export async function getSet(db: Database, id: number) {
-  const set = await repo.findSet(db, id)
+  const set = await queries.findSet(db, id)
   if (!set) throw notFound(`Set ${id}`)
   return { data: toSetDetail(set) }
 }
@@ -115,14 +114,14 @@ export async function listSetCards(db: Database, setId: number, filter: { type?:
   let total = found.total
   if (total === undefined) {
     // Past the last page, or no such set: tell them apart.
-    if (!(await repo.findSet(db, setId))) throw notFound(`Set ${setId}`)
+    if (!(await queries.findSet(db, setId))) throw notFound(`Set ${setId}`)
     total = await repo.countSetCards(db, setId, filter.type)
   }
   return { data: found.rows.map(toCardWithPrice), meta: pageMeta(page, total) }
 }
 
 /** A price row as selected, where a left join may leave the card's fields null. */
-type PriceFields = Omit<repo.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
+type PriceFields = Omit<queries.PriceRecord, 'cardId' | 'printing' | 'lastUpdatedAt'> & {
   cardId: number | null
   printing: string | null
   lastUpdatedAt: Date | null
@@ -145,11 +144,8 @@ export function toPrice(row: PriceFields): Price {
   }
 }
 
-/** docs/decisions.md "Card prices and card fields"'s price row: a printing's Price within its card's identity. */
-export function priceRowOf(
-  card: { name: string; marketplaceId: number; productType: string; foilOnly: number; imageUrl: string },
-  { card_id, ...price }: Price,
-): PriceRow {
+/** docs/adr/0041-card-prices-and-card-fields.md's price row: a printing's Price within its card's identity. */
+export function priceRowOf(card: { name: string; marketplaceId: number; productType: string; foilOnly: number; imageUrl: string }, { card_id, ...price }: Price): PriceRow {
   return {
     card_id,
     name: card.name,
@@ -165,13 +161,13 @@ export const toPriceRow = (row: repo.PriceRowRecord): PriceRow => priceRowOf(row
 
 export async function listSetPrices(db: Database, setId: number, type: string | undefined) {
   const rows = await repo.findSetPriceRows(db, setId, type)
-  if (rows.length === 0 && !(await repo.findSet(db, setId))) throw notFound(`Set ${setId}`)
+  if (rows.length === 0 && !(await queries.findSet(db, setId))) throw notFound(`Set ${setId}`)
   const data = rows.map(toPriceRow)
   return { data, meta: { total: data.length } }
 }
 
 /** The spec's Card from a card row with its set and game names. */
-export function toCard(row: repo.CardRecord): Card {
+export function toCard(row: queries.CardRecord): Card {
   return {
     id: row.id,
     name: row.name,
@@ -214,12 +210,17 @@ export async function getCardByMarketplaceId(db: Database, marketplaceId: number
   return { data: { ...toCard(card), prices: data } }
 }
 
+/** What getCardPrices reads of the price snapshot (which is built from this module, so it is not imported). */
+export interface CardPricesLookup {
+  card(id: number): { prices: Price[] } | undefined
+}
+
 /**
  * A card's prices from the price snapshot, optionally one exact printing. Spec: when the card has
  * exactly one printing, `data` is that object rather than a one-element array (a printing filter
  * that matches one row keeps the array: the shape follows the card, not the filter).
  */
-export function getCardPrices(snapshot: PriceSnapshot, id: number, printing: string | undefined) {
+export function getCardPrices(snapshot: CardPricesLookup, id: number, printing: string | undefined) {
   const card = snapshot.card(id)
   if (!card) throw notFound(`Card ${id}`)
   const all = card.prices
@@ -227,11 +228,9 @@ export function getCardPrices(snapshot: PriceSnapshot, id: number, printing: str
   const matching = all.filter((price) => price.printing === printing)
   if (matching.length === 0) {
     const known = all.map((price) => price.printing)
-    throw new AppError(
-      'INVALID_PARAMETER',
-      `Card ${id} has no printing '${printing}'; its printings: ${known.length > 0 ? known.join(', ') : 'none yet'}`,
-      [{ field: 'printing', message: `one of: ${known.join(', ')}` }],
-    )
+    throw new AppError('INVALID_PARAMETER', `Card ${id} has no printing '${printing}'; its printings: ${known.length > 0 ? known.join(', ') : 'none yet'}`, [
+      { field: 'printing', message: `one of: ${known.join(', ')}` },
+    ])
   }
   return { data: all.length === 1 ? matching[0]! : matching }
 }

@@ -7,7 +7,7 @@ import { accountWithKey } from '../../../test/helpers/auth'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
 import { startServer } from '../../../test/helpers/server'
 
-// A real marketplace leaves prices out (docs/decisions.md "A real source's gaps are null"). The
+// A real marketplace leaves prices out (docs/adr/0094-a-real-source-s-gaps-are-null.md). The
 // gaps are written straight into the seeded catalog before the server builds its price snapshot,
 // and every answer that shows those fields must carry null, and fit the OpenAPI document.
 const database = await freshDatabase('seeded')
@@ -110,7 +110,10 @@ describe('unreported listing prices answer null', () => {
     const exported = await read('/v1/export/set/{id}', `/v1/export/set/${gap!.set_id}`)
     for (const row of exported.data.filter((row: any) => row.card_id === gap!.id)) expect(row).toMatchObject(UNREPORTED)
     const csv: string = await read('/v1/export/set/{id}', `/v1/export/set/${gap!.set_id}?format=csv`)
-    const [header, ...lines] = csv.trim().split('\n').map((line) => line.split(','))
+    const [header, ...lines] = csv
+      .trim()
+      .split('\n')
+      .map((line) => line.split(','))
     const column = (name: string) => header!.indexOf(name)
     const gapLines = lines.filter((line) => line[column('card_id')] === String(gap!.id))
     expect(gapLines).toHaveLength(setRows.length)
@@ -204,9 +207,7 @@ describe('a printing never sold: market price null', () => {
 
   test("foil_market_price: the first foil printing's with a market price; null when no foil printing has one", async () => {
     expect(secondFoil!.market_price).toBeNumber()
-    const byId = new Map(
-      (await read('/v1/bulk/prices', `/v1/bulk/prices?ids=${foils!.id},${oneFoil!.id}`)).data.map((row: any) => [row.card_id, row]),
-    )
+    const byId = new Map((await read('/v1/bulk/prices', `/v1/bulk/prices?ids=${foils!.id},${oneFoil!.id}`)).data.map((row: any) => [row.card_id, row]))
     expect(byId.get(foils!.id)).toMatchObject({ foil_market_price: secondFoil!.market_price })
     expect(byId.get(oneFoil!.id)).toMatchObject({ foil_market_price: null })
   })
@@ -216,10 +217,10 @@ describe('the OpenAPI document', () => {
   test('every price field a source may leave out allows null and says so', () => {
     const schemas = doc.components.schemas
     const fields: [string, Record<string, any>][] = [
-      ...['market_price', 'low_price', 'median_price', 'lowest_with_shipping', 'buylist_price'].flatMap((name) => [
+      ...(['market_price', 'low_price', 'median_price', 'lowest_with_shipping', 'buylist_price'].flatMap((name) => [
         [name, schemas.Price.properties],
         [name, schemas.PriceRow.properties],
-      ]) as [string, Record<string, any>][],
+      ]) as [string, Record<string, any>][]),
       ...['market_price', 'low_price', 'median_price', 'lowest_with_shipping'].map((name) => [name, schemas.CardWithPrice.properties] as [string, Record<string, any>]),
       ['market_price', schemas.BulkPriceRow.properties],
       ['low_price', schemas.BulkPriceRow.properties],
@@ -228,7 +229,10 @@ describe('the OpenAPI document', () => {
     ]
     for (const [name, properties] of fields) {
       const field = properties[name]
-      expect(field.anyOf.map((option: any) => option.type), name).toContain('null')
+      expect(
+        field.anyOf.map((option: any) => option.type),
+        name,
+      ).toContain('null')
       expect(field.description, name).toContain('null when the marketplace source does not report it')
     }
   })

@@ -58,7 +58,10 @@ describe('aggregateListings', () => {
           const junk = Math.min(junkWanted, genuine.length - 1)
           const listings = [...genuine.map(({ price, shipping }) => listing(price, shipping)), ...Array.from({ length: junk }, () => listing(0.01, 0))]
           // Shuffled: the order listings arrive in must not matter.
-          const shuffled = listings.map((item, i) => ({ item, key: (i * 7919 + seed) % 104729 })).sort((a, b) => a.key - b.key).map(({ item }) => item)
+          const shuffled = listings
+            .map((item, i) => ({ item, key: (i * 7919 + seed) % 104729 }))
+            .sort((a, b) => a.key - b.key)
+            .map(({ item }) => item)
           const [row] = aggregateListings(shuffled)
           const lowestGenuine = Math.min(...genuine.map(({ price, shipping }) => price + shipping))
           const highestGenuine = Math.max(...genuine.map(({ price, shipping }) => price + shipping))
@@ -74,8 +77,6 @@ describe('aggregateListings', () => {
 
   test('listings with a price that is not a finite non-negative number are left out', () => {
     const rows = aggregateListings([listing(Number.NaN), listing(-1), listing(3, Number.POSITIVE_INFINITY), listing(4)])
-    expect(rows).toEqual([
-      { printing: 'Normal', condition: 'Near Mint', language: 'English', lowPrice: 4, lowestWithShipping: 4, medianWithShipping: null, sampleCount: 1 },
-    ])
+    expect(rows).toEqual([{ printing: 'Normal', condition: 'Near Mint', language: 'English', lowPrice: 4, lowestWithShipping: 4, medianWithShipping: null, sampleCount: 1 }])
   })
 })

@@ -8,7 +8,7 @@ export const LISTING_CONDITIONS: readonly ListingCondition[] = [...CONDITIONS, S
 /** Rows at most this old are served without a refresh (spec, Rule 1). */
 export const FRESH_FOR_MS = 24 * 3_600_000
 
-/** Bulk condition prices take as many ids as bulk prices (docs/decisions.md "Answers"). */
+/** Bulk condition prices take as many ids as bulk prices (docs/adr/0070-answers.md). */
 export const MAX_BULK_CONDITION_IDS = 500
 
 const Money = (description = 'USD') => Type.Number({ description })
@@ -55,12 +55,10 @@ export const ConditionPricesMeta = Type.Object({
 export type ConditionPricesMeta = Static<typeof ConditionPricesMeta>
 
 export const ConditionPricesQuery = QueryParams({
-  printing: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 100, description: "Only this printing (exact match); a printing the card lacks is a 400 listing the card's" }),
-  ),
+  printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: "Only this printing (exact match); a printing the card lacks is a 400 listing the card's" })),
 })
 
-/** A bulk condition row: the row with the card's name and marketplace id (docs/decisions.md "Answers"). */
+/** A bulk condition row: the row with the card's name and marketplace id (docs/adr/0070-answers.md). */
 export const BulkConditionRow = Type.Object({
   ...ConditionPriceRow.properties,
   name: Type.String(),

@@ -1,11 +1,11 @@
 import { afterAll, beforeEach, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
+import { startFakeMarketplace } from '../../../test/fixtures/fake-marketplace'
 import { testRedis } from '../../../test/helpers/auth'
 import { fakeClock } from '../../../test/helpers/clock'
 import { freshDatabase, selectRows, testLogger, tinySource } from '../../../test/helpers/db'
 import { TEST_NOW } from '../../../test/helpers/env'
 import { eventually } from '../../../test/helpers/eventually'
-import { startFakeMarketplace } from '../../../test/fixtures/fake-marketplace'
 import type { Clock } from '../../shared/clock'
 import type { MarketplaceSource } from '../ingest/source'
 import { createHttpSource } from '../ingest/sources/http'
@@ -70,9 +70,7 @@ const ago = (ms: number) => new Date(TEST_NOW.getTime() - ms).toISOString()
 async function dateRefreshes(dated: Record<number, string>) {
   await database.db.execute(sql`delete from condition_prices`)
   await database.db.execute(sql`delete from condition_refreshes`)
-  await database.db.execute(
-    sql`insert into condition_refreshes (card_id, refreshed_at, condition_counts) select id, ${ago(HOUR)}::timestamptz, '{}'::jsonb from cards`,
-  )
+  await database.db.execute(sql`insert into condition_refreshes (card_id, refreshed_at, condition_counts) select id, ${ago(HOUR)}::timestamptz, '{}'::jsonb from cards`)
   for (const [cardId, at] of Object.entries(dated)) {
     await database.db.execute(sql`update condition_refreshes set refreshed_at = ${at}::timestamptz where card_id = ${Number(cardId)}`)
   }
@@ -81,16 +79,11 @@ async function dateRefreshes(dated: Record<number, string>) {
 /** Cards refreshed by the runs of this test (the clock's wall time moves on from TEST_NOW with it). */
 const refreshedNow = async () =>
   (
-    await selectRows<{ card_id: number }>(
-      database.db,
-      sql`select card_id from condition_refreshes where refreshed_at >= ${TEST_NOW.toISOString()}::timestamptz order by card_id`,
-    )
+    await selectRows<{ card_id: number }>(database.db, sql`select card_id from condition_refreshes where refreshed_at >= ${TEST_NOW.toISOString()}::timestamptz order by card_id`)
   ).map((row) => row.card_id)
 
 const cardsOfPriority = async (priority: number) =>
-  (await selectRows<{ id: number }>(database.db, sql`select c.id from cards c join games g on g.id = c.game_id where g.priority = ${priority} order by c.id`)).map(
-    (row) => row.id,
-  )
+  (await selectRows<{ id: number }>(database.db, sql`select c.id from cards c join games g on g.id = c.game_id where g.priority = ${priority} order by c.id`)).map((row) => row.id)
 
 beforeEach(() => {
   marketplace.setFault({ kind: 'none' })

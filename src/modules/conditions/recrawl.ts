@@ -25,7 +25,7 @@ export interface RecrawlOptions {
 }
 
 /**
- * The rolling re-crawl of the condition catalog (spec: Data refresh schedule; docs/decisions.md "The schedule"):
+ * The rolling re-crawl of the condition catalog (spec: Data refresh schedule; docs/adr/0063-the-schedule.md):
  * refreshes up to `limit` cards, oldest refresh first (never refreshed first), popular games
  * first, one at a time and spaced evenly over `windowMs`, so the marketplace sees a bounded rate
  * whatever the size of the catalog. It takes each card's single-flight lock, so it never races a

@@ -68,7 +68,11 @@ export async function findRefresh(db: Database, cardId: number): Promise<Refresh
 export type ConditionRecord = typeof conditionPrices.$inferSelect
 
 const rowsOfCard = preparedQuery((db) =>
-  db.select().from(conditionPrices).where(eq(conditionPrices.cardId, sql.placeholder('cardId'))).prepare('condition_rows_of_card'),
+  db
+    .select()
+    .from(conditionPrices)
+    .where(eq(conditionPrices.cardId, sql.placeholder('cardId')))
+    .prepare('condition_rows_of_card'),
 )
 
 /** One card's cached rows (unordered: the service orders them by the card's printings). */
@@ -143,10 +147,7 @@ export interface RecrawlCandidate {
  * popular games come first without starving the others (a tier 0 card refreshed long enough ago
  * still comes before a tier 3 card refreshed recently). Ties go by card id.
  */
-export async function findRecrawlCandidates(
-  db: Executor,
-  options: { limit: number; before: Date; priorityBonusMs: number },
-): Promise<RecrawlCandidate[]> {
+export async function findRecrawlCandidates(db: Executor, options: { limit: number; before: Date; priorityBonusMs: number }): Promise<RecrawlCandidate[]> {
   const bonusSeconds = options.priorityBonusMs / 1000
   const refreshedSeconds = sql`coalesce(extract(epoch from ${conditionRefreshes.refreshedAt}), 0)`
   return db

@@ -5,15 +5,7 @@ import { authGuard, KEY_GUARD_ERRORS, type KeyAuth, withRateLimit } from '../aut
 import type { AuthRuntime } from '../auth/runtime'
 import { TIER_POLICY, TIERS } from '../auth/tiers'
 import { IdParams } from '../catalog/model'
-import {
-  BulkConditionRow,
-  BulkConditionsMeta,
-  BulkConditionsQuery,
-  ConditionPriceRow,
-  ConditionPricesMeta,
-  ConditionPricesQuery,
-  MAX_BULK_CONDITION_IDS,
-} from './model'
+import { BulkConditionRow, BulkConditionsMeta, BulkConditionsQuery, ConditionPriceRow, ConditionPricesMeta, ConditionPricesQuery, MAX_BULK_CONDITION_IDS } from './model'
 import type { ConditionService, RefreshPayer } from './service'
 
 const allowances = TIERS.filter((tier) => TIER_POLICY[tier].liveRefreshesPerDay > 0)
@@ -43,10 +35,7 @@ function unavailableRoutes(conditions: ConditionService) {
     detail: {
       tags,
       summary: `${summary}: unavailable here`,
-      description:
-        `${conditions.unavailable()!.message}. Every request answers 404 \`CONDITION_PRICES_UNAVAILABLE\`, ` +
-        'whatever its key, and costs no quota.\n\n' +
-        SOURCE_DEPENDENCE,
+      description: `${conditions.unavailable()!.message}. Every request answers 404 \`CONDITION_PRICES_UNAVAILABLE\`, whatever its key, and costs no quota.\n\n${SOURCE_DEPENDENCE}`,
       'x-error-notes': { '404': 'here only `CONDITION_PRICES_UNAVAILABLE`: the marketplace source has no live listings' },
     },
   })
@@ -79,8 +68,7 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
     .model({ ConditionPriceRow })
     .get(
       '/v1/cards/:id/prices/conditions',
-      ({ params, query, apiKey }) =>
-        conditions.cardConditions({ cardId: params.id, printing: query.printing, payer: payerOf(auth, apiKey), now: apiKey.now }),
+      ({ params, query, apiKey }) => conditions.cardConditions({ cardId: params.id, printing: query.printing, payer: payerOf(auth, apiKey), now: apiKey.now }),
       {
         apiKey: { needs: 'condition_prices' },
         params: IdParams,
@@ -108,7 +96,8 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
             'from the catalog and are not charged a live refresh.\n\n' +
             SOURCE_DEPENDENCE,
           'x-error-notes': {
-            '429': 'or `LIVE_FETCH_LIMIT`: the card has no cached condition rows and the daily live refreshes are used up (the message says the allowance and when it resets); it costs no quota unit and counts in `rejected_today`',
+            '429':
+              'or `LIVE_FETCH_LIMIT`: the card has no cached condition rows and the daily live refreshes are used up (the message says the allowance and when it resets); it costs no quota unit and counts in `rejected_today`',
             '503': 'or `UPSTREAM_UNAVAILABLE`: the card has no cached condition rows and the marketplace failed or did not answer in time',
           },
         },
@@ -127,7 +116,7 @@ export function conditionRoutes(auth: AuthRuntime, conditions: ConditionService)
         summary: BULK_SUMMARY,
         description:
           `\`ids\`: up to ${MAX_BULK_CONDITION_IDS} comma-separated card ids. The condition rows the catalog holds for each card, ` +
-          'with its `name` and `marketplace_id` on every row, cards in the order asked and rows in the order of one card\'s ' +
+          "with its `name` and `marketplace_id` on every row, cards in the order asked and rows in the order of one card's " +
           'condition prices. Never triggers a live refresh and costs no live refresh: `last_updated_at` says how old each row is. ' +
           'Cards without cached rows are left out and listed in `meta.not_cached`; ids that name no card are in `meta.not_found`.\n\n' +
           SOURCE_DEPENDENCE,

@@ -1,5 +1,4 @@
 import type Redis from 'ioredis'
-import type { Config } from '../../config'
 import type { Database } from '../../db/client'
 import { type Clock, withTimeout } from '../../shared/clock'
 import { AppError, notFound } from '../../shared/errors'
@@ -9,15 +8,8 @@ import { type LiveRefreshClaim, nextUtcMidnight } from '../auth/quota'
 import { printingOrder } from '../catalog/printings'
 import type { MarketplaceSource } from '../ingest/source'
 import { aggregateListings, type ConditionAggregate } from './aggregate'
-import {
-  type BulkConditionRow,
-  type ConditionPriceRow,
-  type ConditionPricesMeta,
-  FRESH_FOR_MS,
-  LISTING_CONDITIONS,
-  MAX_BULK_CONDITION_IDS,
-} from './model'
-import { refreshLocks, type RefreshLocks } from './refresh-lock'
+import { type BulkConditionRow, type ConditionPriceRow, type ConditionPricesMeta, FRESH_FOR_MS, LISTING_CONDITIONS, MAX_BULK_CONDITION_IDS } from './model'
+import { type RefreshLocks, refreshLocks } from './refresh-lock'
 import * as repo from './repo'
 
 export interface ConditionDeps {
@@ -26,7 +18,7 @@ export interface ConditionDeps {
   source: MarketplaceSource
   clock: Clock
   logger: Logger
-  config: Pick<Config, 'marketplaceTimeoutMs'>
+  config: { marketplaceTimeoutMs: number }
 }
 
 /** Who pays for a live refresh: an account's daily allowance (the re-crawl pays nothing). */
@@ -61,7 +53,7 @@ class MarketplaceTimeout extends Error {
 
 const isFresh = (refreshedAt: Date, now: Date) => now.getTime() - refreshedAt.getTime() < FRESH_FOR_MS
 
-/** API order: the card's printings in docs/decisions.md "Primary printing"'s order, conditions in the spec's, then language. */
+/** API order: the card's printings in docs/adr/0011-primary-printing.md's order, conditions in the spec's, then language. */
 function rowOrder(kind: string) {
   const byPrinting = printingOrder(kind)
   const conditionRank = (condition: string) => {
@@ -69,9 +61,7 @@ function rowOrder(kind: string) {
     return rank === -1 ? LISTING_CONDITIONS.length : rank
   }
   return (a: repo.ConditionRecord, b: repo.ConditionRecord) =>
-    byPrinting(a.printing, b.printing) ||
-    conditionRank(a.condition) - conditionRank(b.condition) ||
-    (a.language < b.language ? -1 : a.language > b.language ? 1 : 0)
+    byPrinting(a.printing, b.printing) || conditionRank(a.condition) - conditionRank(b.condition) || (a.language < b.language ? -1 : a.language > b.language ? 1 : 0)
 }
 
 function toRow(record: repo.ConditionRecord): ConditionPriceRow {
@@ -92,17 +82,15 @@ function toRow(record: repo.ConditionRecord): ConditionPriceRow {
 function checkPrinting(card: repo.ConditionCard, printing: string | undefined) {
   if (printing === undefined || card.printings.includes(printing)) return
   const known = [...card.printings].sort(printingOrder(card.kind))
-  throw new AppError(
-    'INVALID_PARAMETER',
-    `Card ${card.id} has no printing '${printing}'; its printings: ${known.length > 0 ? known.join(', ') : 'none yet'}`,
-    [{ field: 'printing', message: `one of: ${known.join(', ')}` }],
-  )
+  throw new AppError('INVALID_PARAMETER', `Card ${card.id} has no printing '${printing}'; its printings: ${known.length > 0 ? known.join(', ') : 'none yet'}`, [
+    { field: 'printing', message: `one of: ${known.join(', ')}` },
+  ])
 }
 
 export interface ConditionService {
   /**
    * 404 CONDITION_PRICES_UNAVAILABLE when the source has no live listings, undefined when it has:
-   * condition prices exist only from listings, and none is made up (docs/decisions.md "Real sources declare what they lack").
+   * condition prices exist only from listings, and none is made up (docs/adr/0101-real-sources-declare-what-they-lack.md).
    */
   unavailable(): AppError | undefined
   /** `GET /v1/cards/:id/prices/conditions`: rules 1 to 4 of the spec. */
@@ -185,13 +173,7 @@ export function conditionService(deps: ConditionDeps): ConditionService {
   }
 
   /** Rule 2 and the marketplace's failure: the newest cached rows, marked stale; or the refusal when there are none. */
-  async function staleOr(
-    card: repo.ConditionCard,
-    printing: string | undefined,
-    reason: NonNullable<ConditionPricesMeta['stale_reason']>,
-    payer: RefreshPayer,
-    now: Date,
-  ) {
+  async function staleOr(card: repo.ConditionCard, printing: string | undefined, reason: NonNullable<ConditionPricesMeta['stale_reason']>, payer: RefreshPayer, now: Date) {
     const refresh = await repo.findRefresh(deps.db, card.id)
     if (refresh) {
       return { data: await rowsOf(card, printing), meta: { cached: true, as_of: refresh.refreshedAt.toISOString(), stale: true, stale_reason: reason } }
@@ -206,12 +188,9 @@ export function conditionService(deps: ConditionDeps): ConditionService {
         { 'retry-after': String(Math.max(1, Math.ceil((reset.getTime() - now.getTime()) / 1000))) },
       )
     }
-    throw new AppError(
-      'UPSTREAM_UNAVAILABLE',
-      `Card ${card.id} has no cached condition prices, and the marketplace is not answering; try again shortly`,
-      undefined,
-      { 'retry-after': String(UPSTREAM_RETRY_AFTER_SECONDS) },
-    )
+    throw new AppError('UPSTREAM_UNAVAILABLE', `Card ${card.id} has no cached condition prices, and the marketplace is not answering; try again shortly`, undefined, {
+      'retry-after': String(UPSTREAM_RETRY_AFTER_SECONDS),
+    })
   }
 
   /** One card's condition rows by rules 1 to 4 of the spec; `cardConditions` adds their count. */

@@ -67,10 +67,7 @@ function dataSource(source: Pick<MarketplaceSource, 'name' | 'capabilities'>): s
     return `**Demo data.** This server answers generated demo data: the game names are real, but every set, card,
 price, sale and listing is made up, for trying the API. Do not use these prices for anything real.`
   }
-  const origin =
-    source.name === 'tcgcsv'
-      ? "TCGplayer's public catalog, read through the TCGCSV mirror (tcgcsv.com)"
-      : 'the marketplace this server is connected to'
+  const origin = source.name === 'tcgcsv' ? "TCGplayer's public catalog, read through the TCGCSV mirror (tcgcsv.com)" : 'the marketplace this server is connected to'
   const lacks = [
     !source.capabilities.listings && 'condition prices (404 `CONDITION_PRICES_UNAVAILABLE`)',
     !source.capabilities.sales && 'sales (`avg_sales_price` and `sales_volume` are null)',
@@ -180,7 +177,10 @@ const TAGS = [
 
 /** Bare `$ref`s point into components, `$id`s go, and a union of literals is written as an enum. */
 function normaliseSchemas(node: Json): void {
-  if (Array.isArray(node)) return node.forEach(normaliseSchemas)
+  if (Array.isArray(node)) {
+    for (const item of node) normaliseSchemas(item)
+    return
+  }
   if (node === null || typeof node !== 'object') return
   if (typeof node.$ref === 'string' && !node.$ref.startsWith('#')) node.$ref = `#/components/schemas/${node.$ref}`
   delete node.$id
@@ -193,7 +193,7 @@ function normaliseSchemas(node: Json): void {
  * `anyOf: [{ const: 'up' }, { const: 'down' }]` (LiteralUnion, Type.Union of literals) becomes
  * `{ type: 'string', enum: ['up', 'down'] }`, which Swagger UI shows as a dropdown and client
  * generators read as an enum; only the document changes, validation keeps the union and its
- * "must be one of" message (docs/decisions.md "Closed values are enums in the document").
+ * "must be one of" message (docs/adr/0085-closed-values-are-enums-in-the-document.md).
  */
 function literalsAsEnum(node: Json): void {
   const members: Json[] | undefined = node.anyOf
@@ -225,8 +225,7 @@ function completeOperation(method: string, path: string, operation: Json): void 
   // Every API operation reads the database (a key or session not yet cached, if nothing else).
   if (path.startsWith('/v1/')) responses['503'] = structuredClone(UNAVAILABLE)
   for (const [status, response] of Object.entries<Json>(responses)) {
-    const described =
-      (keyed && KEY_ERROR_DESCRIPTIONS[status]) || (session && SESSION_ERROR_DESCRIPTIONS[status]) || ERROR_DESCRIPTIONS[status]
+    const described = (keyed && KEY_ERROR_DESCRIPTIONS[status]) || (session && SESSION_ERROR_DESCRIPTIONS[status]) || ERROR_DESCRIPTIONS[status]
     if (described) response.description = described
     // Codes a route adds to a shared status (its detail's `x-error-notes`: status → what else it means).
     const note = operation['x-error-notes']?.[status]

@@ -95,7 +95,7 @@ export function docsRoutes(deps: { source: Pick<MarketplaceSource, 'name' | 'cap
       '/',
       ({ request, set }) => {
         // A relative Location, so a deployment under a path prefix lands on its own docs page
-        // (docs/decisions.md "The service index at /").
+        // (docs/adr/0087-the-service-index-at.md).
         if (wantsHtml(request)) return new Response(null, { status: 302, headers: { location: 'docs', vary: 'accept' } })
         set.headers.vary = 'accept'
         return { data: INDEX }

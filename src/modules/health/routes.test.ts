@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
-import Redis from 'ioredis'
 import { sql } from 'drizzle-orm'
+import Redis from 'ioredis'
 import { fakeClock } from '../../../test/helpers/clock'
 import { freshDatabase, selectRows, testLogger, tinySource } from '../../../test/helpers/db'
 import { TEST_NOW, TEST_REDIS_URL } from '../../../test/helpers/env'
@@ -41,10 +41,7 @@ describe('health and readiness', async () => {
     await follower.ready()
     const body = (await (await follower.get('/ready')).json()) as any
     // Per tier, the least recently synced game; null for a tier without games (the demo has none in 0 and 1).
-    const tiers = await selectRows<{ priority: number; oldest: Date | string }>(
-      seeded.db,
-      sql`select priority, min(last_synced_at) as oldest from games group by priority`,
-    )
+    const tiers = await selectRows<{ priority: number; oldest: Date | string }>(seeded.db, sql`select priority, min(last_synced_at) as oldest from games group by priority`)
     expect(tiers.length).toBeGreaterThan(0)
     const expected: Record<string, string | null> = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
     for (const tier of tiers) expected[`tier_${tier.priority}`] = new Date(tier.oldest).toISOString()
@@ -146,7 +143,7 @@ describe('API docs', async () => {
     expect(doc.components.schemas.Game.properties.last_synced_at).toBeDefined()
     expect(doc.components.schemas.Error).toBeDefined()
     const perPage = doc.paths['/v1/games'].get.parameters.find((p: any) => p.name === 'per_page')
-    // No maximum: a larger per_page is served as 100 (docs/decisions.md "Compatibility superset"), and the description says so.
+    // No maximum: a larger per_page is served as 100 (docs/adr/0025-compatibility-superset.md), and the description says so.
     expect(perPage.schema).toMatchObject({ minimum: 1 })
     expect(perPage.schema.maximum).toBeUndefined()
     expect(perPage.schema.description ?? perPage.description).toContain('above 100 are served as 100')
@@ -159,7 +156,16 @@ describe('API docs', async () => {
       Object.entries(methods).map(([method, operation]) => ({ path, method, operation: operation as any })),
     )
     const documented = operations.filter(({ path }) => path.startsWith('/v1/')).map(({ method, path }) => `${method} ${path}`)
-    for (const expected of ['post /v1/auth/signup', 'post /v1/auth/login', 'post /v1/auth/logout', 'get /v1/auth/me', 'post /v1/keys', 'get /v1/keys', 'delete /v1/keys/{keyId}', 'get /v1/usage']) {
+    for (const expected of [
+      'post /v1/auth/signup',
+      'post /v1/auth/login',
+      'post /v1/auth/logout',
+      'get /v1/auth/me',
+      'post /v1/keys',
+      'get /v1/keys',
+      'delete /v1/keys/{keyId}',
+      'get /v1/usage',
+    ]) {
       expect(documented).toContain(expected)
     }
     for (const { path, method, operation } of operations.filter(({ path }) => path !== '/docs')) {

@@ -1,13 +1,10 @@
 import { Type } from '@sinclair/typebox'
-import { sql } from 'drizzle-orm'
 import { Elysia } from 'elysia'
-import type { Deps } from '../../deps'
-import { lastSyncPerTier } from '../../jobs/runs'
 import { type Clock, withTimeout } from '../../shared/clock'
 import { LiteralUnion } from '../../shared/model'
-import { isCatalogEmpty } from '../ingest/service'
 import { SOURCE_NAMES } from '../ingest/source'
 import type { SnapshotStatus } from '../snapshot/store'
+import { type HealthDeps, readDataState } from './service'
 
 const Check = Type.Union([Type.Literal('ok'), Type.Literal('empty'), Type.Literal('error'), Type.Literal('not_configured')])
 
@@ -97,7 +94,7 @@ async function probe<T extends string>(clock: Clock, check: () => Promise<T>): P
 
 /** Liveness and readiness for load balancers and orchestrators. */
 export function healthRoutes(
-  deps: Pick<Deps, 'db' | 'redis' | 'clock' | 'source'> & {
+  deps: HealthDeps & {
     quotaMode: () => 'shared' | 'local' | 'degraded'
     snapshot: () => SnapshotStatus | null
     /** Absent on a node that runs no scheduler (tests): it does not lead. */
@@ -121,8 +118,7 @@ export function healthRoutes(
         let lastSync: Record<string, string | null> = NO_SYNC
         const [data, redis] = await Promise.all([
           probe(deps.clock, async () => {
-            await deps.db.execute(sql`select 1`)
-            const [empty, tiers] = await Promise.all([isCatalogEmpty(deps.db), lastSyncPerTier(deps.db)])
+            const { empty, lastSync: tiers } = await readDataState(deps.db)
             lastSync = tiers
             return empty ? ('empty' as const) : ('ok' as const)
           }),
@@ -165,7 +161,7 @@ export function healthRoutes(
             'snapshot exists yet. Each check gives up after 2 s, so this answers within about 2 s even then. `snapshot` ' +
             'gives its version, source, build time and age; `jobs` whether this node leads the scheduled syncs and, per ' +
             'update tier, when its games were last synced. `source` names the marketplace source and what it provides, on ' +
-            'which parts of the API depend: without `listings`, condition prices (one card\'s and bulk) answer 404 ' +
+            "which parts of the API depend: without `listings`, condition prices (one card's and bulk) answer 404 " +
             '`CONDITION_PRICES_UNAVAILABLE`; without `sales`, `avg_sales_price` and `sales_volume` stay null; without ' +
             "`past_prices`, history starts at the catalog's first sync. `demo` and `http` provide all three; `tcgcsv` " +
             'has no listings or sales.',

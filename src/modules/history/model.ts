@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { LiteralUnion, ListTotal, PathParams, QueryInt, QueryParams } from '../../shared/model'
+import { ListTotal, LiteralUnion, PathParams, QueryInt, QueryParams } from '../../shared/model'
 import { ReportedMoney } from '../catalog/model'
 
 /** The spec's History row: one card printing's prices on one day. */
@@ -23,7 +23,7 @@ export type HistoryRow = Static<typeof HistoryRow>
 export const HISTORY_RANGES = ['month', 'quarter', 'year', 'all'] as const
 export type HistoryRange = (typeof HISTORY_RANGES)[number]
 
-/** Days each range asks for (docs/decisions.md "History window"); null = everything. */
+/** Days each range asks for (docs/adr/0012-history-window.md); null = everything. */
 export const RANGE_DAYS: Readonly<Record<HistoryRange, number | null>> = { month: 30, quarter: 90, year: 365, all: null }
 
 export const CardIdParams = PathParams({
@@ -33,15 +33,14 @@ export const CardIdParams = PathParams({
 const Printing = Type.String({
   minLength: 1,
   maxLength: 100,
-  description: "Only this printing (exact match, e.g. `Holofoil`); 400 when the card has no such printing",
+  description: 'Only this printing (exact match, e.g. `Holofoil`); 400 when the card has no such printing',
 })
 
 export const HistoryQuery = QueryParams({
   range: Type.Optional(
     LiteralUnion(HISTORY_RANGES, {
       default: 'month',
-      description:
-        'month = 30 days, quarter = 90, year = 365, all = everything; then clipped to the tier window (Free 7 days, Hobby 30, Starter 90, Pro and Business unlimited)',
+      description: 'month = 30 days, quarter = 90, year = 365, all = everything; then clipped to the tier window (Free 7 days, Hobby 30, Starter 90, Pro and Business unlimited)',
     }),
   ),
   printing: Type.Optional(Printing),
@@ -58,8 +57,7 @@ export const HistoryMeta = Type.Object(
   {
     range: LiteralUnion(HISTORY_RANGES, { description: 'The range asked for (default month)' }),
     days: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], {
-      description:
-        'Length of the window applied, in days, today included: the smaller of the range and the tier window; null = no lower bound (full history)',
+      description: 'Length of the window applied, in days, today included: the smaller of the range and the tier window; null = no lower bound (full history)',
     }),
     from: NullableDay('First day of the window (included): `to` minus (days − 1); null when the window has no lower bound'),
     to: Day("Last day of the window (included): today's UTC date by the service clock"),

@@ -3,6 +3,7 @@ import type { Database, Executor } from '../../db/client'
 import { preparedQueries, preparedQuery } from '../../db/prepared'
 import { cardPrices, cards, priceHistory } from '../../db/schema'
 import type { HistoryRow } from './model'
+import { historyColumns } from './queries'
 
 export interface CardPrintings {
   id: number
@@ -48,31 +49,20 @@ const historyShape = (filter: HistoryFilter) => ({
   to: filter.to !== undefined,
 })
 
-/** A history row's columns under the API's field names, so rows go out as the driver returns them. */
-const historyColumns = {
-  date: priceHistory.date,
-  printing: priceHistory.printing,
-  market_price: priceHistory.marketPrice,
-  low_price: priceHistory.lowPrice,
-  avg_sales_price: priceHistory.avgSalesPrice,
-  sales_volume: priceHistory.salesVolume,
-}
-
-const historyRows = preparedQueries(
-  (db, shape: ReturnType<typeof historyShape>) =>
-    db
-      .select(historyColumns)
-      .from(priceHistory)
-      .where(
-        and(
-          eq(priceHistory.cardId, sql.placeholder('cardId')),
-          shape.printing ? eq(priceHistory.printing, sql.placeholder('printing')) : undefined,
-          shape.from ? gte(priceHistory.date, sql.placeholder('from')) : undefined,
-          shape.to ? lte(priceHistory.date, sql.placeholder('to')) : undefined,
-        ),
-      )
-      .orderBy(asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
-      .prepare('history_rows'),
+const historyRows = preparedQueries((db, shape: ReturnType<typeof historyShape>) =>
+  db
+    .select(historyColumns)
+    .from(priceHistory)
+    .where(
+      and(
+        eq(priceHistory.cardId, sql.placeholder('cardId')),
+        shape.printing ? eq(priceHistory.printing, sql.placeholder('printing')) : undefined,
+        shape.from ? gte(priceHistory.date, sql.placeholder('from')) : undefined,
+        shape.to ? lte(priceHistory.date, sql.placeholder('to')) : undefined,
+      ),
+    )
+    .orderBy(asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
+    .prepare('history_rows'),
 )
 
 /**
@@ -82,38 +72,6 @@ const historyRows = preparedQueries(
  */
 export async function findHistory(db: Database, filter: HistoryFilter): Promise<HistoryRow[]> {
   return historyRows(db, historyShape(filter)).execute({ ...filter })
-}
-
-/** The points of many cards in one window (of one printing, if given), by card, then oldest first, then printing: one statement on the primary key. */
-export async function findHistoryOfCards(
-  db: Executor,
-  cardIds: number[],
-  window: { from?: string; to: string; printing?: string },
-): Promise<(HistoryRow & { card_id: number })[]> {
-  if (cardIds.length === 0) return []
-  return db
-    .select({ card_id: priceHistory.cardId, ...historyColumns })
-    .from(priceHistory)
-    .where(
-      and(
-        inArray(priceHistory.cardId, cardIds),
-        window.printing === undefined ? undefined : eq(priceHistory.printing, window.printing),
-        window.from === undefined ? undefined : gte(priceHistory.date, window.from),
-        lte(priceHistory.date, window.to),
-      ),
-    )
-    .orderBy(asc(priceHistory.cardId), asc(priceHistory.date), sql`${priceHistory.printing} collate "C"`)
-}
-
-/** The distinct printings the cards have (their card_prices rows), in byte order. */
-export async function findPrintingsOfCards(db: Executor, cardIds: number[]): Promise<string[]> {
-  if (cardIds.length === 0) return []
-  const rows = await db
-    .selectDistinct({ printing: cardPrices.printing })
-    .from(cardPrices)
-    .where(inArray(cardPrices.cardId, cardIds))
-  // Sorted here: with DISTINCT, PostgreSQL orders only by selected expressions, and a collated one is another.
-  return rows.map((row) => row.printing).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
 }
 
 /** A printing's newest history point with recorded sales (sales_volume not null): its day, volume and average price. */
@@ -128,8 +86,7 @@ export interface NewestSales {
 /**
  * Each printing's newest point with recorded sales, of these cards: one statement on the primary
  * key (the cards' history rows, a few hundred each). Read per request, not in the snapshot: over
- * every printing it is a scan of the whole history (5.5–8 s on the large catalog), docs/decisions.md
- * "Sales in Pro card prices".
+ * every printing it is a scan of the whole history (5.5–8 s on the large catalog), docs/adr/0093-sales-in-pro-card-prices.md.
  */
 export async function findNewestSales(db: Executor, cardIds: number[]): Promise<NewestSales[]> {
   if (cardIds.length === 0) return []

@@ -35,8 +35,7 @@ interface Row {
   sales_volume: number | null
 }
 
-const byDateThenPrinting = (a: Row, b: Row) =>
-  a.date < b.date ? -1 : a.date > b.date ? 1 : a.printing < b.printing ? -1 : a.printing > b.printing ? 1 : 0
+const byDateThenPrinting = (a: Row, b: Row) => (a.date < b.date ? -1 : a.date > b.date ? 1 : a.printing < b.printing ? -1 : a.printing > b.printing ? 1 : 0)
 
 /** The card's history straight from the table, sorted here (not by the query under test). */
 async function tableRows(cardId: number, filter: { days?: number; printing?: string } = {}): Promise<Row[]> {
@@ -47,7 +46,10 @@ async function tableRows(cardId: number, filter: { days?: number; printing?: str
     filter.days === undefined ? undefined : gte(priceHistory.date, sql`(${TODAY}::date - ${filter.days - 1}::int)`),
     lte(priceHistory.date, TODAY),
   ]
-  const rows = await db.select().from(priceHistory).where(and(...conditions))
+  const rows = await db
+    .select()
+    .from(priceHistory)
+    .where(and(...conditions))
   return rows
     .map((r) => ({
       date: r.date,
@@ -81,9 +83,7 @@ beforeAll(async () => {
     .select({ id: priceHistory.cardId, n: sql<number>`count(distinct ${priceHistory.printing})::int` })
     .from(priceHistory)
     .groupBy(priceHistory.cardId)
-    .having(
-      sql`bool_or(${priceHistory.salesVolume} = 0) and bool_or(${priceHistory.salesVolume} > 0) and bool_or(${priceHistory.avgSalesPrice} is null)`,
-    )
+    .having(sql`bool_or(${priceHistory.salesVolume} = 0) and bool_or(${priceHistory.salesVolume} > 0) and bool_or(${priceHistory.avgSalesPrice} is null)`)
     .orderBy(desc(sql`count(distinct ${priceHistory.printing})`), asc(priceHistory.cardId))
     .limit(1)
   cardId = best!.id
@@ -167,7 +167,14 @@ describe('GET /v1/cards/:id/history', () => {
         expect(body.data[0].date).toBe(span!.first)
         expect(body.data[0].date).toBe(addDays(TODAY, -400))
         expect(body.meta).toEqual({
-          range: 'all', days: null, from: null, to: TODAY, clipped_to_tier: false, tier_history_days: null, count: span!.n, total: span!.n,
+          range: 'all',
+          days: null,
+          from: null,
+          to: TODAY,
+          clipped_to_tier: false,
+          tier_history_days: null,
+          count: span!.n,
+          total: span!.n,
         })
       } else {
         const from = addDays(TODAY, -(window - 1))
@@ -177,7 +184,14 @@ describe('GET /v1/cards/:id/history', () => {
         expect(body.data.every((r: Row) => r.date >= from && r.date <= TODAY)).toBe(true)
         expect(new Set(body.data.map((r: Row) => r.date)).size).toBeLessThanOrEqual(window)
         expect(body.meta).toEqual({
-          range: 'all', days: window, from, to: TODAY, clipped_to_tier: true, tier_history_days: window, count: body.data.length, total: body.data.length,
+          range: 'all',
+          days: window,
+          from,
+          to: TODAY,
+          clipped_to_tier: true,
+          tier_history_days: window,
+          count: body.data.length,
+          total: body.data.length,
         })
       }
     })
@@ -204,7 +218,14 @@ describe('GET /v1/cards/:id/history', () => {
     const { body } = await call(`/v1/cards/${cardId}/history?range=${range}`, keys.pro.key)
     const from = addDays(TODAY, -(days - 1))
     expect(body.meta).toEqual({
-      range, days, from, to: TODAY, clipped_to_tier: false, tier_history_days: null, count: body.data.length, total: body.data.length,
+      range,
+      days,
+      from,
+      to: TODAY,
+      clipped_to_tier: false,
+      tier_history_days: null,
+      count: body.data.length,
+      total: body.data.length,
     })
     expect(body.data).toEqual(await tableRows(cardId, { days }))
     expect(body.data[0].date).toBe(from)

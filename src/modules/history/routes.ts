@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
+import { models } from '../../shared/models-plugin'
 import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import { TIER_POLICY } from '../auth/tiers'
-import { models } from '../../shared/models-plugin'
 import { CardIdParams, DetailedHistoryMeta, DetailedHistoryQuery, HistoryMeta, HistoryQuery, HistoryRow } from './model'
 import { getDetailedHistory, getHistory } from './service'
 
@@ -47,27 +47,23 @@ export function historyRoutes(auth: AuthRuntime) {
         },
       },
     )
-    .get(
-      '/v1/cards/:id/history/detailed',
-      ({ params, query }) => getDetailedHistory(auth.db, { cardId: params.id, printing: query.printing }),
-      {
-        apiKey: { needs: 'detailed_history' },
-        params: CardIdParams,
-        query: DetailedHistoryQuery,
-        response: {
-          200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('HistoryRow')), meta: DetailedHistoryMeta })),
-          400: 'Error',
-          404: 'Error',
-          ...KEY_GUARD_ERRORS,
-        },
-        detail: {
-          tags: ['History'],
-          summary: "A card's full price history (Pro and Business)",
-          description:
-            'Every recorded point of every printing (or of one, with `printing`), oldest first, in one answer, with no date window: ' +
-            '`avg_sales_price` and `sales_volume` are null where sales were not recorded yet, and `sales_volume` is 0 on days ' +
-            'without sales. Lower tiers get 403 `TIER_REQUIRED`, which costs no quota.',
-        },
+    .get('/v1/cards/:id/history/detailed', ({ params, query }) => getDetailedHistory(auth.db, { cardId: params.id, printing: query.printing }), {
+      apiKey: { needs: 'detailed_history' },
+      params: CardIdParams,
+      query: DetailedHistoryQuery,
+      response: {
+        200: withRateLimit(Type.Object({ data: Type.Array(Type.Ref('HistoryRow')), meta: DetailedHistoryMeta })),
+        400: 'Error',
+        404: 'Error',
+        ...KEY_GUARD_ERRORS,
       },
-    )
+      detail: {
+        tags: ['History'],
+        summary: "A card's full price history (Pro and Business)",
+        description:
+          'Every recorded point of every printing (or of one, with `printing`), oldest first, in one answer, with no date window: ' +
+          '`avg_sales_price` and `sales_volume` are null where sales were not recorded yet, and `sales_volume` is 0 on days ' +
+          'without sales. Lower tiers get 403 `TIER_REQUIRED`, which costs no quota.',
+      },
+    })
 }

@@ -1,15 +1,9 @@
 import type { Database, Executor } from '../../db/client'
-import { type Price, type PriceWithSales, SALES_FIELDS } from '../catalog/model'
 import { addDays, utcDate } from '../../shared/clock'
 import { invalidQuery, notFound } from '../../shared/errors'
 import type { TierPolicy } from '../auth/tiers'
-import {
-  type DetailedHistoryMeta,
-  type HistoryMeta,
-  type HistoryRange,
-  type HistoryRow,
-  RANGE_DAYS,
-} from './model'
+import type { Price, PriceWithSales, SALES_FIELDS } from '../catalog/model'
+import { type DetailedHistoryMeta, type HistoryMeta, type HistoryRange, type HistoryRow, RANGE_DAYS } from './model'
 import * as repo from './repo'
 
 export interface HistoryWindow {
@@ -25,7 +19,7 @@ export interface HistoryWindow {
 }
 
 /**
- * The window of `GET /v1/cards/:id/history` (docs/decisions.md "History window"). The range asks for a number of
+ * The window of `GET /v1/cards/:id/history` (docs/adr/0012-history-window.md). The range asks for a number of
  * days (month 30, quarter 90, year 365, all unlimited); the tier's `historyDays` caps it (Free 7,
  * Hobby 30, Starter 90, Pro and Business unlimited); the smaller one applies. An N-day window is
  * the N UTC dates ending with today, today included: [today − (N − 1), today], both ends
@@ -56,8 +50,7 @@ export function historyWindow(range: HistoryRange, policy: Pick<TierPolicy, 'his
 function checkPrinting(card: repo.CardPrintings | undefined, cardId: number, printing: string | undefined) {
   if (!card) throw notFound(`Card ${cardId}`)
   if (printing === undefined || card.printings.includes(printing)) return
-  const expected =
-    card.printings.length > 0 ? `must be one of this card's printings: ${card.printings.join(', ')}` : 'card has no printings'
+  const expected = card.printings.length > 0 ? `must be one of this card's printings: ${card.printings.join(', ')}` : 'card has no printings'
   throw invalidQuery(`'printing' ${expected} (got '${printing}')`, [{ field: 'printing', message: expected }])
 }
 
@@ -87,7 +80,7 @@ export async function getHistory(
   return { data, meta: { ...windowMeta(window), count: data.length, total: data.length } }
 }
 
-/** `meta`'s account of the window applied (docs/decisions.md "History window"). */
+/** `meta`'s account of the window applied (docs/adr/0012-history-window.md). */
 export function windowMeta(window: HistoryWindow): Omit<HistoryMeta, 'count' | 'total'> {
   return {
     range: window.range,
@@ -100,10 +93,7 @@ export function windowMeta(window: HistoryWindow): Omit<HistoryMeta, 'count' | '
 }
 
 /** Every recorded point of the card (or one printing), no date window: Pro and Business only. */
-export async function getDetailedHistory(
-  db: Database,
-  request: { cardId: number; printing?: string },
-): Promise<{ data: HistoryRow[]; meta: DetailedHistoryMeta }> {
+export async function getDetailedHistory(db: Database, request: { cardId: number; printing?: string }): Promise<{ data: HistoryRow[]; meta: DetailedHistoryMeta }> {
   const data = await load(db, { cardId: request.cardId, printing: request.printing })
   const printings = [...new Set(data.map((row) => row.printing))].sort()
   return {
@@ -122,8 +112,7 @@ type SalesFields = Pick<PriceWithSales, (typeof SALES_FIELDS)[number]>
 const NO_SALES: SalesFields = { sales_volume: null, avg_sales_price: null, sales_as_of: null }
 
 /**
- * What gives a Price of these cards its newest recorded sales (Pro and up, docs/decisions.md
- * "Sales in Pro card prices"): the newest history point of its printing whose sales_volume is
+ * What gives a Price of these cards its newest recorded sales (Pro and up, docs/adr/0093-sales-in-pro-card-prices.md): the newest history point of its printing whose sales_volume is
  * not null, its day, volume and average price; all null when none was recorded (a source without
  * sales, a printing never worth 1 USD). One statement for all the cards.
  */

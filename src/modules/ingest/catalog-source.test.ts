@@ -47,7 +47,8 @@ describe('which sources may share a catalog', () => {
       ['http', 'tcgcsv', false],
       ['tcgcsv', 'http', false],
     ]
-    for (const [recordedSource, configured, shared] of pairs) expect([recordedSource, configured, mayShareCatalog(recordedSource, configured)]).toEqual([recordedSource, configured, shared])
+    for (const [recordedSource, configured, shared] of pairs)
+      expect([recordedSource, configured, mayShareCatalog(recordedSource, configured)]).toEqual([recordedSource, configured, shared])
   })
 })
 

@@ -1,13 +1,12 @@
-import { eq } from 'drizzle-orm'
-import { ConfigError } from '../../config'
 import type { Database } from '../../db/client'
-import { catalogSource } from '../../db/schema'
+import { ConfigError } from '../../shared/errors'
+import { findCatalogSourceRow, upsertCatalogSource } from './repo'
 import { isCatalogEmpty } from './service'
 import type { SourceName } from './source'
 
 /**
  * Which source filled the catalog, so that prices of two sources never mix in it
- * (docs/decisions.md "The catalog keeps its source"). One row, id 1.
+ * (docs/adr/0099-the-catalog-keeps-its-source.md). One row, id 1.
  */
 export interface CatalogSourceRecord {
   source: SourceName
@@ -42,16 +41,13 @@ export class CatalogSourceConflict extends ConfigError {
 }
 
 export async function findCatalogSource(db: Database): Promise<CatalogSourceRecord | undefined> {
-  const [row] = await db.select().from(catalogSource).where(eq(catalogSource.id, 1))
+  const row = await findCatalogSourceRow(db)
   // A name this version does not know (a later version's source) equals no configured one: it conflicts.
   return row && { source: row.source as SourceName, recordedAt: row.recordedAt }
 }
 
 export async function recordCatalogSource(db: Database, source: SourceName, at: Date): Promise<void> {
-  await db
-    .insert(catalogSource)
-    .values({ id: 1, source, recordedAt: at })
-    .onConflictDoUpdate({ target: catalogSource.id, set: { source, recordedAt: at } })
+  await upsertCatalogSource(db, source, at)
 }
 
 /**

@@ -1,13 +1,13 @@
-import { foilOnly } from '../catalog/printings'
 import { addDays } from '../../shared/clock'
 import { cleanName } from '../../shared/text'
+import { foilOnly } from '../catalog/printings'
 import type { SourcePrice, SourceProduct } from './source'
 
 /** The first day the marketplace's history has data for (spec: "Data starts in March 2025"). */
 export const HISTORY_START = '2025-03-02'
 
 /**
- * How far back a seed fills history (docs/decisions.md "Demo source"): one point a week from `weeklyFrom`, then
+ * How far back a seed fills history (docs/adr/0055-prices-changes-and-history.md): one point a week from `weeklyFrom`, then
  * every day for the last `dailyDays` days.
  */
 export interface BackfillPlan {
@@ -32,6 +32,7 @@ export function backfillDates(today: string, plan: BackfillPlan): string[] {
     dates.push(day)
     day = addDays(day, 7)
   }
+  // biome-ignore lint/complexity/useMathMinMax: ISO dates compared as text, which Math.min cannot do
   for (day = day < dailyFrom ? day : dailyFrom; day < today; day = addDays(day, 1)) dates.push(day)
   return dates.filter((date) => date >= HISTORY_START)
 }
@@ -43,7 +44,7 @@ export function toCardRow(product: SourceProduct, ids: { setId: number; gameId: 
     marketplaceId: product.productId,
     name: product.name,
     cleanName: cleanName(product.name),
-    // A blank number is no number: null, as for sealed products (docs/decisions.md "Sealed products have no number").
+    // A blank number is no number: null, as for sealed products (docs/adr/0092-sealed-products-have-no-number.md).
     number: product.number === null || product.number.trim() === '' ? null : product.number,
     rarity: product.rarity,
     imageUrl: product.imageUrl,
@@ -68,7 +69,7 @@ export interface MarketState {
 /**
  * Today's market price: the reported one, or the last one kept and dated when the marketplace
  * reported none (spec: market_price_as_of). A printing that never had one has none: its
- * market_price is null, not borrowed from another price (docs/decisions.md "Prices, changes and history").
+ * market_price is null, not borrowed from another price (docs/adr/0055-prices-changes-and-history.md).
  */
 export function nextMarketState(price: SourcePrice, previous: MarketState | undefined, date: string): MarketState | undefined {
   if (price.marketPrice !== null) return { price: price.marketPrice, asOf: date }

@@ -1,8 +1,8 @@
-import { and, eq, inArray, lt, sql, type SQL } from 'drizzle-orm'
+import { and, count, eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
 import { canCopy, copyIn } from '../../db/binary-copy'
 import { type Database, type Executor, runWithoutStatementTimeout, selectRows } from '../../db/client'
-import { cardPrices, cards, games, marketplaceRequests, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
+import { cardPrices, cards, catalogSource, games, marketplaceRequests, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
 // Every write is batched and idempotent: upserts touch a row only when a value differs, so a
@@ -66,10 +66,7 @@ export async function upsertSets(db: Executor, gameId: number, rows: SetRow[]): 
         ...upsertChanges(columnsOf(sets, ['gameId', 'name', 'slug', 'abbreviation', 'releaseDate', 'imageUrl', 'setIconUrl'])),
       })
   }
-  const ids = await db
-    .select({ id: sets.id, groupId: sets.marketplaceGroupId })
-    .from(sets)
-    .where(eq(sets.gameId, gameId))
+  const ids = await db.select({ id: sets.id, groupId: sets.marketplaceGroupId }).from(sets).where(eq(sets.gameId, gameId))
   return new Map(ids.map((row) => [row.groupId, row.id]))
 }
 
@@ -78,10 +75,7 @@ const textArray = (values: string[]) => `{${values.map((value) => `"${value.repl
 
 /** The marketplace's `modifiedOn` each of the game's groups had when its products were last stored. */
 export async function findProductsModifiedOn(db: Executor, gameId: number): Promise<Map<number, string>> {
-  const rows = await db
-    .select({ groupId: sets.marketplaceGroupId, modifiedOn: sets.productsModifiedOn })
-    .from(sets)
-    .where(eq(sets.gameId, gameId))
+  const rows = await db.select({ groupId: sets.marketplaceGroupId, modifiedOn: sets.productsModifiedOn }).from(sets).where(eq(sets.gameId, gameId))
   return new Map(rows.flatMap((row) => (row.modifiedOn === null ? [] : [[row.groupId, row.modifiedOn] as const])))
 }
 
@@ -120,10 +114,7 @@ export async function upsertCards(db: Executor, gameId: number, rows: CardRow[])
       .values(batch)
       .onConflictDoUpdate({ target: cards.marketplaceId, set: { ...set, updatedAt: sql`excluded.updated_at` }, setWhere })
   }
-  const ids = await db
-    .select({ id: cards.id, marketplaceId: cards.marketplaceId })
-    .from(cards)
-    .where(eq(cards.gameId, gameId))
+  const ids = await db.select({ id: cards.id, marketplaceId: cards.marketplaceId }).from(cards).where(eq(cards.gameId, gameId))
   return new Map(ids.map((row) => [row.marketplaceId, row.id]))
 }
 
@@ -168,17 +159,12 @@ export function marketStates(current: Map<string, CurrentPrice>): Map<string, Ma
   return states
 }
 
-
 /**
  * Market prices of these printings on the given dates: `key → date → price`. Probes the history
  * key (card, printing, date) of each printing, so the cost is a few index lookups per printing
  * however long its history is.
  */
-export async function findHistoryPoints(
-  db: Executor,
-  printings: { cardId: number; printing: string }[],
-  dates: string[],
-): Promise<Map<string, Map<string, number>>> {
+export async function findHistoryPoints(db: Executor, printings: { cardId: number; printing: string }[], dates: string[]): Promise<Map<string, Map<string, number>>> {
   const points = new Map<string, Map<string, number>>()
   if (printings.length === 0) return points
   const rows = await selectRows<{ card_id: number; printing: string; date: string; market_price: number }>(
@@ -229,25 +215,27 @@ const PRICE_COLUMNS =
 export async function upsertPrices(db: Executor, rows: PriceRow[]): Promise<void> {
   if (rows.length === 0) return
   const staged = await stagingTable(db, 'card_prices_stage', 'card_prices', PRICE_COLUMNS)
-  const copied = staged && await copyIn(db, `card_prices_stage (${PRICE_COLUMNS})`, async ({ rows: out, flush }) => {
-    for (const row of rows) {
-      out
-        .row(12)
-        .integer(row.cardId)
-        .text(row.printing)
-        .float8(row.marketPrice)
-        .date(row.marketPriceAsOf)
-        .float8(row.lowPrice)
-        .float8(row.medianPrice)
-        .float8(row.lowestWithShipping)
-        .float8(row.buylistPrice)
-        .float8(row.priceChange24h)
-        .float8(row.priceChange7d)
-        .float8(row.priceChange30d)
-        .timestamp(row.lastUpdatedAt)
-      if (out.ready.length > 0) await flush()
-    }
-  })
+  const copied =
+    staged &&
+    (await copyIn(db, `card_prices_stage (${PRICE_COLUMNS})`, async ({ rows: out, flush }) => {
+      for (const row of rows) {
+        out
+          .row(12)
+          .integer(row.cardId)
+          .text(row.printing)
+          .float8(row.marketPrice)
+          .date(row.marketPriceAsOf)
+          .float8(row.lowPrice)
+          .float8(row.medianPrice)
+          .float8(row.lowestWithShipping)
+          .float8(row.buylistPrice)
+          .float8(row.priceChange24h)
+          .float8(row.priceChange7d)
+          .float8(row.priceChange30d)
+          .timestamp(row.lastUpdatedAt)
+        if (out.ready.length > 0) await flush()
+      }
+    }))
   if (copied !== undefined && copied !== false) {
     const changes = PRICE_FIELD_COLUMNS.map((column) => `${column} = excluded.${column}`).join(', ')
     const differs = PRICE_FIELD_COLUMNS.map((column) => `p.${column} is distinct from excluded.${column}`).join(' or ')
@@ -315,19 +303,17 @@ const HISTORY_FLUSH_ROWS = 20_000
  * set) so memory holds about one batch. Rows sorted by (card, printing, date) keep the key index's
  * inserts on a few hot pages instead of all over it. Returns the number of rows written.
  */
-export async function writeHistory(
-  db: Executor,
-  write: HistoryWrite,
-  produce: (emit: EmitHistory, flush: () => Promise<void>) => Promise<void>,
-): Promise<number> {
+export async function writeHistory(db: Executor, write: HistoryWrite, produce: (emit: EmitHistory, flush: () => Promise<void>) => Promise<void>): Promise<number> {
   const target = write.mode === 'append' ? 'price_history' : 'price_history_stage'
   const staged = write.mode === 'append' ? canCopy(db) : await stagingTable(db, 'price_history_stage', 'price_history', HISTORY_COLUMNS)
-  const copied = staged && await copyIn(db, `${target} (${HISTORY_COLUMNS})`, async ({ rows: out, flush }) => {
-    const emit: EmitHistory = (cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume) => {
-      out.row(7).integer(cardId).text(printing).date(date).float8(marketPrice).float8(lowPrice).float8(avgSalesPrice).integer(salesVolume)
-    }
-    await produce(emit, flush)
-  })
+  const copied =
+    staged &&
+    (await copyIn(db, `${target} (${HISTORY_COLUMNS})`, async ({ rows: out, flush }) => {
+      const emit: EmitHistory = (cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume) => {
+        out.row(7).integer(cardId).text(printing).date(date).float8(marketPrice).float8(lowPrice).float8(avgSalesPrice).integer(salesVolume)
+      }
+      await produce(emit, flush)
+    }))
   if (copied !== undefined && copied !== false) {
     if (write.mode === 'upsert') {
       const columns = write.withSales ? ['market_price', 'low_price', 'avg_sales_price', 'sales_volume'] : ['market_price', 'low_price']
@@ -348,11 +334,7 @@ export async function writeHistory(
   }
   await produce(
     (cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume) => {
-      pending.push(
-        write.withSales
-          ? { cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume }
-          : { cardId, printing, date, marketPrice, lowPrice },
-      )
+      pending.push(write.withSales ? { cardId, printing, date, marketPrice, lowPrice, avgSalesPrice, salesVolume } : { cardId, printing, date, marketPrice, lowPrice })
     },
     async () => {
       if (pending.length >= HISTORY_FLUSH_ROWS) await flush()
@@ -363,9 +345,7 @@ export async function writeHistory(
 }
 
 async function upsertHistoryRows(db: Executor, rows: HistoryRow[], withSales: boolean): Promise<void> {
-  const changes = upsertChanges(
-    columnsOf(priceHistory, withSales ? ['marketPrice', 'lowPrice', 'avgSalesPrice', 'salesVolume'] : ['marketPrice', 'lowPrice']),
-  )
+  const changes = upsertChanges(columnsOf(priceHistory, withSales ? ['marketPrice', 'lowPrice', 'avgSalesPrice', 'salesVolume'] : ['marketPrice', 'lowPrice']))
   for (const batch of batches(rows, 7)) {
     await db
       .insert(priceHistory)
@@ -388,12 +368,14 @@ const SALES_COLUMNS = 'card_id, printing, date, avg_sales_price, sales_volume'
 export async function recordSales(db: Executor, rows: SalesRow[]): Promise<void> {
   if (rows.length === 0) return
   const staged = await stagingTable(db, 'sales_stage', 'price_history', SALES_COLUMNS)
-  const copied = staged && await copyIn(db, `sales_stage (${SALES_COLUMNS})`, async ({ rows: out, flush }) => {
-    for (const row of rows) {
-      out.row(5).integer(row.cardId).text(row.printing).date(row.date).float8(row.avgSalesPrice).integer(row.salesVolume)
-      if (out.ready.length > 0) await flush()
-    }
-  })
+  const copied =
+    staged &&
+    (await copyIn(db, `sales_stage (${SALES_COLUMNS})`, async ({ rows: out, flush }) => {
+      for (const row of rows) {
+        out.row(5).integer(row.cardId).text(row.printing).date(row.date).float8(row.avgSalesPrice).integer(row.salesVolume)
+        if (out.ready.length > 0) await flush()
+      }
+    }))
   if (copied !== undefined && copied !== false) {
     await db.execute(sql`
       update ${priceHistory} as h
@@ -405,10 +387,7 @@ export async function recordSales(db: Executor, rows: SalesRow[]): Promise<void>
   }
   for (const batch of batches(rows, 5)) {
     const values = sql.join(
-      batch.map(
-        (row) =>
-          sql`(${row.cardId}::int, ${row.printing}::text, ${row.date}::date, ${row.avgSalesPrice}::double precision, ${row.salesVolume}::int)`,
-      ),
+      batch.map((row) => sql`(${row.cardId}::int, ${row.printing}::text, ${row.date}::date, ${row.avgSalesPrice}::double precision, ${row.salesVolume}::int)`),
       sql`, `,
     )
     await db.execute(sql`
@@ -459,10 +438,7 @@ export async function lockGameForSync(db: Executor, gameId: number): Promise<voi
 }
 
 export async function startSyncRun(db: Executor, gameId: number, priceDate: string, now: Date): Promise<number> {
-  const [row] = await db
-    .insert(syncRuns)
-    .values({ gameId, priceDate, status: 'running', startedAt: now })
-    .returning({ id: syncRuns.id })
+  const [row] = await db.insert(syncRuns).values({ gameId, priceDate, status: 'running', startedAt: now }).returning({ id: syncRuns.id })
   return row!.id
 }
 
@@ -471,15 +447,11 @@ export async function finishSyncRun(
   id: number,
   outcome: { status: 'succeeded' | 'partial' | 'failed'; stats?: Record<string, number>; error?: string; now: Date },
 ): Promise<void> {
-  await db
-    .update(syncRuns)
-    .set({ status: outcome.status, stats: outcome.stats, error: outcome.error, finishedAt: outcome.now })
-    .where(eq(syncRuns.id, id))
+  await db.update(syncRuns).set({ status: outcome.status, stats: outcome.stats, error: outcome.error, finishedAt: outcome.now }).where(eq(syncRuns.id, id))
 }
 
 /**
- * Game syncs a process left `running` when it died mid-way (docs/decisions.md "Missed and
- * interrupted runs") are marked `interrupted`: those started before `startedBefore` (the caller
+ * Game syncs a process left `running` when it died mid-way (docs/adr/0065-missed-and-interrupted-runs.md) are marked `interrupted`: those started before `startedBefore` (the caller
  * names the instant before which no live run started) whose game's sync lock no session holds or
  * waits for. The game's transaction died with its process, so its previous data stands.
  */
@@ -513,4 +485,44 @@ export async function addMarketplaceRequests(db: Executor, day: string, requests
 export async function marketplaceRequestsOn(db: Executor, day: string): Promise<number> {
   const [row] = await db.select({ requests: marketplaceRequests.requests }).from(marketplaceRequests).where(eq(marketplaceRequests.day, day))
   return row?.requests ?? 0
+}
+
+export async function countGames(db: Executor): Promise<number> {
+  const [row] = await db.select({ n: count() }).from(games)
+  return row?.n ?? 0
+}
+
+/** Empties the catalog, prices and history (and the webhooks watching cards); accounts and keys stay. */
+export async function truncateCatalog(db: Database): Promise<void> {
+  await db.execute(
+    sql`truncate price_history, condition_prices, condition_refreshes, card_prices, webhook_attempts, webhook_deliveries, webhooks, cards, sets, sync_runs, job_runs, games restart identity`,
+  )
+}
+
+/** The catalog's one catalog_source row (id 1), if recorded. */
+export async function findCatalogSourceRow(db: Executor): Promise<{ source: string; recordedAt: Date } | undefined> {
+  const [row] = await db.select({ source: catalogSource.source, recordedAt: catalogSource.recordedAt }).from(catalogSource).where(eq(catalogSource.id, 1))
+  return row
+}
+
+export async function upsertCatalogSource(db: Executor, source: string, at: Date): Promise<void> {
+  await db
+    .insert(catalogSource)
+    .values({ id: 1, source, recordedAt: at })
+    .onConflictDoUpdate({ target: catalogSource.id, set: { source, recordedAt: at } })
+}
+
+/** Each game's last successful sync (null when never synced), by slug. */
+export async function findLastSyncedBySlug(db: Executor): Promise<Map<string, Date | null>> {
+  const rows = await db.select({ slug: games.slug, lastSyncedAt: games.lastSyncedAt }).from(games)
+  return new Map(rows.map((row) => [row.slug, row.lastSyncedAt]))
+}
+
+/** Per priority tier that has games, its least recently synced game's `last_synced_at`; null when one never was. */
+export function findOldestSyncPerTier(db: Executor) {
+  return selectRows<{ priority: number; oldest: Date | string | null }>(
+    db,
+    sql`select priority, case when bool_or(last_synced_at is null) then null else min(last_synced_at) end as oldest
+        from ${games} group by priority`,
+  )
 }

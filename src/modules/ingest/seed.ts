@@ -42,7 +42,7 @@ export async function syncCatalog(deps: SyncDeps, options: { gameSlugs?: string[
 export type CatalogAtStart = 'filled' | 'seeded' | 'left-empty'
 
 /**
- * The catalog as a server start needs it (docs/decisions.md "The catalog keeps its source"): a
+ * The catalog as a server start needs it (docs/adr/0099-the-catalog-keeps-its-source.md): a
  * filled one must be the configured source's; an empty one is filled through the source before the
  * server listens, except with the demo source when `demoData` is off (the default with DATABASE_URL),
  * which leaves it empty and logs how to fill it: invented prices never land in such a database unasked.

@@ -4,12 +4,11 @@ import { freshDatabase, selectRows, testClock, testLogger, tinySource } from '..
 import { TEST_NOW } from '../../../test/helpers/env'
 import type { Database } from '../../db/client'
 import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
-import { addDays, utcDate } from '../../shared/clock'
+import { addDays, clockWithWall, utcDate } from '../../shared/clock'
+import { cleanName } from '../../shared/text'
 import { backfillDates, DEFAULT_BACKFILL, HISTORY_START, percentChange } from './normalize'
 import { syncGames } from './service'
 import type { MarketplaceSource, SourceProduct } from './source'
-import { cleanName } from '../../shared/text'
-import { clockWithWall } from '../../shared/clock'
 
 const TODAY = utcDate(TEST_NOW)
 const TOMORROW = addDays(TODAY, 1)
@@ -22,10 +21,7 @@ async function catalogState(db: Database) {
     sets: (await db.select().from(sets).orderBy(asc(sets.id))).map(({ lastSyncedAt: _, ...s }) => s),
     cards: await db.select().from(cards).orderBy(asc(cards.id)),
     prices: await db.select().from(cardPrices).orderBy(asc(cardPrices.cardId), asc(cardPrices.printing)),
-    history: await db
-      .select()
-      .from(priceHistory)
-      .orderBy(asc(priceHistory.cardId), asc(priceHistory.printing), asc(priceHistory.date)),
+    history: await db.select().from(priceHistory).orderBy(asc(priceHistory.cardId), asc(priceHistory.printing), asc(priceHistory.date)),
   }
 }
 
@@ -55,12 +51,15 @@ describe('seeding the demo catalog', async () => {
   })
 
   test('presale cards (a set released after the sync day) have no prices and no history; released cards have both', async () => {
-    const byStatus = await selectRows<{ status: number; cards: number; priced: number; with_history: number; future_sets: number }>(db, sql`
+    const byStatus = await selectRows<{ status: number; cards: number; priced: number; with_history: number; future_sets: number }>(
+      db,
+      sql`
       select c.product_status_id as status, count(*)::int as cards,
              count(*) filter (where exists (select 1 from card_prices cp where cp.card_id = c.id))::int as priced,
              count(*) filter (where exists (select 1 from price_history h where h.card_id = c.id))::int as with_history,
              count(*) filter (where s.release_date > ${TODAY}::date)::int as future_sets
-      from cards c join sets s on s.id = c.set_id group by c.product_status_id order by 1`)
+      from cards c join sets s on s.id = c.set_id group by c.product_status_id order by 1`,
+    )
     const [active, presale] = byStatus
     expect(active).toMatchObject({ status: 1, future_sets: 0 })
     expect(active!.priced).toBe(active!.cards)
@@ -86,8 +85,11 @@ describe('seeding the demo catalog', async () => {
   })
 
   test('sealed products are stored with no number (null), cards with theirs', async () => {
-    const rows = await selectRows<{ product_type: string; numbered: number; total: number }>(db, sql`
-      select product_type, count(number)::int as numbered, count(*)::int as total from cards group by product_type order by 1`)
+    const rows = await selectRows<{ product_type: string; numbered: number; total: number }>(
+      db,
+      sql`
+      select product_type, count(number)::int as numbered, count(*)::int as total from cards group by product_type order by 1`,
+    )
     expect(rows).toEqual([
       { product_type: 'Cards', numbered: rows[0]!.total, total: rows[0]!.total },
       { product_type: 'Sealed Products', numbered: 0, total: rows[1]!.total },
@@ -140,7 +142,10 @@ describe('seeding the demo catalog', async () => {
     // Weekly points fall on the weekday of the history's first day, 2025-03-02, whatever the seed day.
     expect(HISTORY_START).toBe('2025-03-02')
     expect(backfillDates(TODAY, DEFAULT_BACKFILL)[0]).toBe(HISTORY_START)
-    const weekly = dates.slice(0, dates.findIndex((d, i) => i > 0 && Date.parse(d) - Date.parse(dates[i - 1]!) === 86_400_000))
+    const weekly = dates.slice(
+      0,
+      dates.findIndex((d, i) => i > 0 && Date.parse(d) - Date.parse(dates[i - 1]!) === 86_400_000),
+    )
     expect(weekly.length).toBeGreaterThan(1)
     expect(weekly.every((d) => ((Date.parse(d) - Date.parse(HISTORY_START)) / 86_400_000) % 7 === 0)).toBe(true)
     expect(dates.at(-1)).toBe(TODAY)
@@ -219,9 +224,12 @@ describe('seeding the demo catalog', async () => {
   })
 
   test('the planner has statistics for every table the sync wrote (no autovacuum needed)', async () => {
-    const analysed = await selectRows<{ table: string }>(db, sql`
+    const analysed = await selectRows<{ table: string }>(
+      db,
+      sql`
       select distinct tablename as table from pg_stats
-      where schemaname = 'public' and tablename in ('games', 'sets', 'cards', 'card_prices', 'price_history', 'search_words')`)
+      where schemaname = 'public' and tablename in ('games', 'sets', 'cards', 'card_prices', 'price_history', 'search_words')`,
+    )
     expect(analysed.map((row) => row.table).sort()).toEqual(['card_prices', 'cards', 'games', 'price_history', 'search_words', 'sets'])
   })
 })
@@ -243,8 +251,7 @@ describe('what a source leaves out', async () => {
     const [game] = await db.select().from(games).where(eq(games.slug, 'pokemon'))
     return { game: game!, sets: await db.select().from(sets).where(eq(sets.gameId, game!.id)) }
   }
-  const sealedNumbers = async () =>
-    (await db.select({ number: cards.number }).from(cards).where(eq(cards.productType, 'Sealed Products'))).map((row) => row.number)
+  const sealedNumbers = async () => (await db.select({ number: cards.number }).from(cards).where(eq(cards.productType, 'Sealed Products'))).map((row) => row.number)
 
   test('images it does not give are null; a blank number is stored as null', async () => {
     expect((await syncGames({ db, source: bare, clock: testClock, logger: testLogger }, { gameSlugs: ['pokemon'] })).failed).toBe(0)
@@ -322,10 +329,7 @@ describe('the next day', async () => {
     const [points] = await db.select({ n: count() }).from(priceHistory).where(eq(priceHistory.date, TOMORROW))
     const [prices] = await db.select({ n: count() }).from(cardPrices)
     expect(points!.n).toBe(prices!.n)
-    const [stale] = await db
-      .select({ n: count() })
-      .from(cardPrices)
-      .where(sql`${cardPrices.marketPriceAsOf} < ${TODAY}`)
+    const [stale] = await db.select({ n: count() }).from(cardPrices).where(sql`${cardPrices.marketPriceAsOf} < ${TODAY}`)
     expect(stale!.n).toBeLessThan(prices!.n * 0.2)
   })
 

@@ -1,19 +1,9 @@
-import { count, sql } from 'drizzle-orm'
 import { type Database, type Executor, liftStatementTimeout } from '../../db/client'
-import { games } from '../../db/schema'
 import { addDays, type Clock, utcDate } from '../../shared/clock'
 import { notFound } from '../../shared/errors'
 import type { Logger } from '../../shared/logger'
 import { slugify } from '../../shared/text'
-import {
-  type BackfillPlan,
-  backfillDates,
-  type MarketState,
-  nextMarketState,
-  percentChange,
-  printingKey,
-  toCardRow,
-} from './normalize'
+import { type BackfillPlan, backfillDates, type MarketState, nextMarketState, percentChange, printingKey, toCardRow } from './normalize'
 import * as repo from './repo'
 import type { MarketplaceSource, SourceGame, SourcePrice, SourceProduct, SourceSale, SourceSet } from './source'
 import { MarketplaceError } from './sources/request'
@@ -190,7 +180,7 @@ async function syncGame(tx: Executor, deps: Pick<SyncDeps, 'source' | 'logger'>,
     })),
   )
 
-  // Group by group: one that fails keeps its previous data and the others go on (docs/decisions.md "One transaction per game").
+  // Group by group: one that fails keeps its previous data and the others go on (docs/adr/0015-one-transaction-per-game.md).
   const storedModifiedOn = await repo.findProductsModifiedOn(tx, gameId)
   const fetched: FetchedGroup[] = []
   const failures: string[] = []
@@ -303,7 +293,9 @@ async function syncGame(tx: Executor, deps: Pick<SyncDeps, 'source' | 'logger'>,
   const incomplete = [
     failures.length > 0 ? `${failures.length} of ${sourceSets.length} groups failed (first: ${failures[0]})` : '',
     budgetUsedUp ? `the day's marketplace request budget ran out after ${fetched.length + failures.length} of ${sourceSets.length} groups; the next run continues` : '',
-  ].filter(Boolean).join('; ')
+  ]
+    .filter(Boolean)
+    .join('; ')
   return {
     stats: {
       sets: sourceSets.length,
@@ -401,13 +393,32 @@ interface PrintingSeries {
 }
 
 export async function isCatalogEmpty(db: Database): Promise<boolean> {
-  const [row] = await db.select({ n: count() }).from(games)
-  return (row?.n ?? 0) === 0
+  return (await repo.countGames(db)) === 0
 }
 
 /** Removes the catalog, prices and history (and the webhooks watching cards); accounts and keys stay. */
 export async function wipeCatalog(db: Database): Promise<void> {
-  await db.execute(
-    sql`truncate price_history, condition_prices, condition_refreshes, card_prices, webhook_attempts, webhook_deliveries, webhooks, cards, sets, sync_runs, job_runs, games restart identity`,
-  )
+  await repo.truncateCatalog(db)
 }
+
+/** Each game's last successful sync (null when never synced), by slug. */
+export const lastSyncedBySlug = (db: Executor) => repo.findLastSyncedBySlug(db)
+
+/**
+ * Per update tier, the instant by which every game of the tier was last synced (its least
+ * recently synced game's `last_synced_at`); null when one was never synced or the tier has no games.
+ */
+export async function lastSyncPerTier(db: Executor): Promise<Record<`tier_${0 | 1 | 2 | 3}`, string | null>> {
+  const tiers: Record<string, string | null> = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
+  for (const row of await repo.findOldestSyncPerTier(db)) {
+    const tier = `tier_${row.priority}`
+    if (row.oldest !== null && tier in tiers) tiers[tier] = new Date(row.oldest).toISOString()
+  }
+  return tiers as Record<`tier_${0 | 1 | 2 | 3}`, string | null>
+}
+
+/**
+ * Game syncs a process left `running` when it died mid-way, among those started before
+ * `startedBefore`, are marked `interrupted` (see `interruptAbandonedSyncRuns`); returns how many.
+ */
+export const interruptAbandonedGameSyncs = (db: Executor, options: { startedBefore: Date; now: Date }) => repo.interruptAbandonedSyncRuns(db, options)

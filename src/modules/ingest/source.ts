@@ -1,47 +1,24 @@
 /**
- * The marketplace as the sync pipeline sees it (docs/decisions.md "How prices arrive"). Shapes follow the
+ * The marketplace as the sync pipeline sees it (docs/adr/0052-how-prices-arrive.md). Shapes follow the
  * marketplace's own catalog: categories (games) → groups (sets) → products (cards and sealed
  * products), per-printing prices, daily sales and live listings by condition.
  *
  * Every implementation must be deterministic for a given date so that a re-run sync is a no-op.
  */
 
-/** Game kinds decide printing names and custom attribute names (spec: "Printing variants"). */
-export type GameKind = 'creature' | 'mana' | 'duel' | 'action' | 'ink' | 'other'
+import type { GameKind } from '../catalog/printings'
+
+// The catalog's vocabulary, named here too because every source speaks it.
+export { type GameKind, PRINTINGS_BY_KIND } from '../catalog/printings'
 
 export type ProductType = 'Cards' | 'Sealed Products'
 
-export const CONDITIONS = [
-  'Near Mint',
-  'Lightly Played',
-  'Moderately Played',
-  'Heavily Played',
-  'Damaged',
-] as const
+export const CONDITIONS = ['Near Mint', 'Lightly Played', 'Moderately Played', 'Heavily Played', 'Damaged'] as const
 export type Condition = (typeof CONDITIONS)[number]
 
-/** Sealed products are sold in one condition (docs/decisions.md "Answers"). */
+/** Sealed products are sold in one condition (docs/adr/0070-answers.md). */
 export const SEALED_CONDITION = 'Unopened'
 export type ListingCondition = Condition | typeof SEALED_CONDITION
-
-/** Printing names per game kind, in the spec's order (the first is the fallback primary printing). */
-export const PRINTINGS_BY_KIND: Record<GameKind, readonly string[]> = {
-  creature: ['Normal', 'Holofoil', 'Reverse Holofoil', '1st Edition', 'Unlimited'],
-  duel: ['1st Edition', 'Unlimited', 'Limited'],
-  mana: ['Normal', 'Foil'],
-  action: [
-    'Normal',
-    'Rainbow Foil',
-    'Cold Foil',
-    '1st Edition Normal',
-    '1st Edition Rainbow Foil',
-    '1st Edition Cold Foil',
-    'Unlimited Edition Normal',
-    'Unlimited Edition Rainbow Foil',
-  ],
-  ink: ['Normal', 'Holofoil', 'Reverse Holofoil'],
-  other: ['Normal', 'Foil'],
-}
 
 export interface SourceGame {
   /** The marketplace's category id; stable across syncs. */
@@ -84,7 +61,7 @@ export interface SourceProduct {
   name: string
   /**
    * Card number within the set; null when the product has none (sealed products never do). The sync
-   * stores a blank number as null too (docs/decisions.md "Sealed products have no number").
+   * stores a blank number as null too (docs/adr/0092-sealed-products-have-no-number.md).
    */
   number: string | null
   rarity: string
@@ -164,7 +141,7 @@ export type SourceName = (typeof SOURCE_NAMES)[number]
 
 /**
  * What a source can provide. A capability it lacks is declared, and the API answers that data as
- * unavailable instead of inventing it (docs/decisions.md "Real sources declare what they lack").
+ * unavailable instead of inventing it (docs/adr/0101-real-sources-declare-what-they-lack.md).
  */
 export interface SourceCapabilities {
   /** Live listings per condition: condition prices and their re-crawl. */

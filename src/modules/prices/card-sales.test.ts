@@ -4,7 +4,7 @@ import { accountWithKey } from '../../../test/helpers/auth'
 import { selectRows } from '../../../test/helpers/db'
 import { seededCatalogServer } from '../../../test/helpers/server'
 
-// docs/decisions.md "Sales in Pro card prices": Pro and Business card prices carry each printing's
+// docs/adr/0093-sales-in-pro-card-prices.md: Pro and Business card prices carry each printing's
 // newest recorded sales; below Pro the fields are absent. Over real HTTP on the seeded tiny
 // catalog; the expectations are SQL written here.
 const { database, server, proKey, freeKey } = await seededCatalogServer()
@@ -33,7 +33,7 @@ const NO_SALES = { sales_volume: null, avg_sales_price: null, sales_as_of: null 
 const asList = (data: unknown) => (Array.isArray(data) ? data : [data]) as Record<string, unknown>[]
 
 describe('sales in card prices', () => {
-  test('Pro and Business: every price has its printing\'s newest recorded sales, null when none were recorded', async () => {
+  test("Pro and Business: every price has its printing's newest recorded sales, null when none were recorded", async () => {
     const expected = await expectedSales(cardId)
     expect(expected.size).toBeGreaterThan(0)
     expect(expected.has(unsold!.printing)).toBe(false)
@@ -75,7 +75,12 @@ describe('sales in card prices', () => {
     const own = await server.get(path, { headers: { 'x-api-key': freeKey, 'if-none-match': free.headers.get('etag')! } })
     expect(own.status).toBe(304)
     for (let round = 0; round < 3; round++) {
-      for (const [key, expected] of [[freeKey, freeBody.data], [businessKey, proBody.data], [proKey, proBody.data], [starterKey, freeBody.data]] as const) {
+      for (const [key, expected] of [
+        [freeKey, freeBody.data],
+        [businessKey, proBody.data],
+        [proKey, proBody.data],
+        [starterKey, freeBody.data],
+      ] as const) {
         const again = await server.get(path, { headers: { 'x-api-key': key } })
         expect(again.status).toBe(200)
         expect(((await again.json()) as any).data).toEqual(expected)

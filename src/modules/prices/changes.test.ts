@@ -21,7 +21,7 @@ interface Row {
   [field: string]: unknown
 }
 
-/** Every price row after `since` as docs/decisions.md "Card prices and card fields"'s price row, in the feed's order, computed by Postgres. */
+/** Every price row after `since` as docs/adr/0041-card-prices-and-card-fields.md's price row, in the feed's order, computed by Postgres. */
 async function expectedRows(since: string, game?: string): Promise<Row[]> {
   const rows = await selectRows<Row & { last_updated_at: string | Date; market_price_as_of: string | Date | null }>(
     db,

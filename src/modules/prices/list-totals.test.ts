@@ -5,7 +5,7 @@ import { accountWithKey } from '../../../test/helpers/auth'
 import { selectRows } from '../../../test/helpers/db'
 import { seededCatalogServer } from '../../../test/helpers/server'
 
-// docs/decisions.md "Every list answer counts its items": every list-like answer's meta carries
+// docs/adr/0083-every-list-answer-counts-its-items.md: every list-like answer's meta carries
 // `total`, the number of items in `data` (rows for bulk history, whose data is keyed by card id),
 // as the paged lists do. Over real HTTP on the seeded tiny catalog.
 const { database, server, proKey } = await seededCatalogServer()

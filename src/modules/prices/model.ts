@@ -1,30 +1,9 @@
-import { type Static, Type } from '@sinclair/typebox'
+import { Type } from '@sinclair/typebox'
 import { Id, ListTotal, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
-import { PRODUCT_TYPES, ReportedMoney } from '../catalog/model'
+import { PRODUCT_TYPES } from '../catalog/model'
+import { BulkPriceRow, MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS, type MoverDirection, type MoverPeriod, TopMoverRow } from '../snapshot/model'
 
-/**
- * The spec's Bulk price row: one per card that has prices, from its primary printing (docs/decisions.md
- * "Primary printing"); a card without any is in `meta.unpriced` instead (docs/decisions.md "Bulk price rows and `ids` lists").
- */
-export const BulkPriceRow = Type.Object(
-  {
-    card_id: Id,
-    market_price: ReportedMoney("the primary printing's market price (Normal when the card has one)", 'it was never sold'),
-    low_price: ReportedMoney("the primary printing's lowest listing price", 'it has no listings'),
-    foil_market_price: Type.Union([Type.Number(), Type.Null()], {
-      description:
-        'USD, the market price of the first foil-type printing (Foil, Holofoil, Reverse Holofoil, Rainbow Foil, Cold Foil …) that has one; ' +
-        'null when the card has none',
-    }),
-    price_change_24h: Type.Union([Type.Number(), Type.Null()], { description: 'Percent (15.5 = +15.5%); null: not enough data' }),
-    last_updated_at: Timestamp,
-  },
-  {
-    description:
-      "One card's current price. Rows come in the order the ids were asked for, each id once; cards without prices (presales) have no row and are listed in `meta.unpriced`.",
-  },
-)
-export type BulkPriceRow = Static<typeof BulkPriceRow>
+export { BulkPriceRow, MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS, type MoverDirection, type MoverPeriod, TopMoverRow }
 
 export const MAX_BULK_PRICE_IDS = 500
 
@@ -49,34 +28,6 @@ export const BulkMeta = Type.Object({
   ...SnapshotMeta,
 })
 
-export const MOVER_PERIODS = ['24h', '7d', '30d'] as const
-export type MoverPeriod = (typeof MOVER_PERIODS)[number]
-export const MOVER_DIRECTIONS = ['up', 'down'] as const
-export type MoverDirection = (typeof MOVER_DIRECTIONS)[number]
-export const MAX_MOVERS = 50
-
-/**
- * The spec's Top mover row: one card × printing. The slugs, marketplace_id and last_updated_at go
- * beyond the spec: the public service's clients read them (docs/decisions.md "Compatibility superset").
- */
-export const TopMoverRow = Type.Object({
-  card_id: Id,
-  name: Type.String(),
-  set_name: Type.String(),
-  set_slug: Type.String(),
-  game_name: Type.String(),
-  game_slug: Type.String({ description: 'As in `/v1/games/:slug` and the `game` filter' }),
-  product_type: LiteralUnion(PRODUCT_TYPES),
-  foil_only: Type.Integer({ minimum: 0, maximum: 1 }),
-  printing: Type.String(),
-  market_price: Type.Number({ description: 'USD; a printing without a market price is never a mover' }),
-  price_change: Type.Number({ description: "Percent change over the period (15.5 = +15.5%)" }),
-  image_url: Type.String({ format: 'uri' }),
-  marketplace_id: Id,
-  last_updated_at: Timestamp,
-})
-export type TopMoverRow = Static<typeof TopMoverRow>
-
 export const TopMoversQuery = QueryParams({
   game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug; all games when absent' })),
   direction: Type.Optional(LiteralUnion(MOVER_DIRECTIONS, { default: 'up', description: 'up: biggest gains first; down: biggest losses first' })),
@@ -97,12 +48,8 @@ export const TopMoversMeta = Type.Object({
 export const MAX_CHANGES = 1000
 
 export const ChangesQuery = QueryParams({
-  since: Type.Optional(
-    Type.String({ format: 'date-time', description: 'ISO 8601 instant: rows updated after it (give this or `cursor`)', examples: ['2026-11-20T00:00:00Z'] }),
-  ),
-  cursor: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 400, description: "A previous answer's `meta.next`: rows after the last one it returned (give this or `since`)" }),
-  ),
+  since: Type.Optional(Type.String({ format: 'date-time', description: 'ISO 8601 instant: rows updated after it (give this or `cursor`)', examples: ['2026-11-20T00:00:00Z'] })),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 400, description: "A previous answer's `meta.next`: rows after the last one it returned (give this or `since`)" })),
   game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug; all games when absent' })),
   limit: Type.Optional(QueryInt({ minimum: 1, maximum: MAX_CHANGES, default: 100, description: `Rows, 1 to ${MAX_CHANGES}` })),
 })

@@ -1,11 +1,13 @@
 import { Type } from '@sinclair/typebox'
+import { LRUCache } from 'lru-cache'
 import { Packr } from 'msgpackr'
+import { bytesResponse, writtenInParts } from '../../shared/bun-workarounds'
+import { type EarlyAnswer, type HotRoute, pathAndQueryOf } from '../../shared/hot-routes'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
 import type { RateLimit } from '../../shared/model'
-import { pathAndQueryOf, type RepeatAnswer } from '../../shared/repeat-routes'
-import { addRateLimitHeaders, admitAtOnce, type ApiKeyRule, rateLimitOf } from '../auth/guard'
-import type { TierPolicy } from '../auth/tiers'
+import { type ApiKeyRule, addRateLimitHeaders, admitAtOnce, type KeyAuth, rateLimitOf } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
+import type { TierPolicy } from '../auth/tiers'
 import type { PriceSnapshot } from '../snapshot/snapshot'
 import type { SnapshotStore } from '../snapshot/store'
 
@@ -55,41 +57,6 @@ export function msgpackWhenAsked({ request, response, set }: { request: Request;
   return new Response(packr.pack(response), { headers: { 'content-type': MSGPACK } })
 }
 
-/** Weak comparison (RFC 9110 §13.1.2): does If-None-Match name this entity tag? */
-function matchesIfNoneMatch(request: Request, etag: string): boolean {
-  const header = request.headers.get('if-none-match')
-  if (header === null) return false
-  if (header.trim() === '*') return true
-  const opaque = etag.replace(/^W\//, '')
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque)
-}
-
-/**
- * Bun (1.4.5) writes a buffered body of 15 KiB or more uncorked when the handler answered on a
- * later event-loop turn, as a keyed route does when its charge waits for Redis (not one charged
- * from a quota lease: an await on microtasks alone keeps the turn, and the answer is corked): the
- * status line and each header name, separator and value go out as their own send(2), 23 syscalls
- * and as many TCP segments for a bulk answer instead of one (strace). A body handed over as a one-chunk stream is written with its
- * headers in one sendmsg: 100 → 42 µs of server CPU per 74 KB answer (docs/decisions.md). The cost is
- * `Transfer-Encoding: chunked` instead of a Content-Length on those answers.
- */
-const UNCORKED_FROM_BYTES = 16_384 - 1_024
-
-/** A 200 with this body, as a one-chunk stream when Bun would write a buffered body piecemeal. */
-export function bytesResponse(body: Uint8Array | string, headers: Record<string, string>): Response {
-  // A UTF-16 code unit is at most 3 bytes of UTF-8: a short string needs no counting.
-  const size = typeof body === 'string' ? (body.length * 3 < UNCORKED_FROM_BYTES ? 0 : Buffer.byteLength(body)) : body.byteLength
-  if (size < UNCORKED_FROM_BYTES) return new Response(body, { headers })
-  const bytes = typeof body === 'string' ? Buffer.from(body) : body
-  const stream = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(bytes)
-      controller.close()
-    },
-  })
-  return new Response(stream, { headers })
-}
-
 export interface SnapshotBody<Data> {
   data: Data
   meta?: object
@@ -105,8 +72,8 @@ export interface SerialisedBody<Data> {
 
 /**
  * Which answer a caller's tier gets where a route's answer depends on it (card prices: with sales
- * from Pro up, docs/decisions.md "Sales in Pro card prices"): '' for the plain answer. The one rule
- * both the route and its repeats (repeatedSnapshotAnswer) read.
+ * from Pro up, docs/adr/0093-sales-in-pro-card-prices.md): '' for the plain answer. Part of the
+ * ETag and of what the answer is kept by.
  */
 export type AnswerVariant = (policy: TierPolicy) => string
 
@@ -115,19 +82,139 @@ export function snapshotEtag(snapshot: PriceSnapshot, format: 'json' | 'msgpack'
   return `W/"${snapshot.version}-${Bun.hash(`${format}${variant === '' ? '' : `+${variant}`} ${pathAndQueryOf(url)}`).toString(36)}"`
 }
 
+/** What closes a JSON answer: `rate_limit` (three numbers and an ISO 8601 instant, which need no escaping), then the body's brace. */
+const rateLimitTail = (rateLimit: RateLimit) =>
+  `,"rate_limit":{"daily_limit":${rateLimit.daily_limit},"daily_remaining":${rateLimit.daily_remaining},"daily_reset":"${rateLimit.daily_reset}"}}`
+
+/**
+ * Moves what hooks put in `set.headers` (the guard's X-RateLimit-*) into a Response's headers:
+ * Elysia copies a returned Response into a new one whenever `set.headers` is not empty, an extra
+ * pass over the body.
+ */
+export function moveSetHeaders(set: { headers: Record<string, string | number> }, headers: Record<string, string> | Headers) {
+  for (const name in set.headers) {
+    if (headers instanceof Headers) headers.set(name, String(set.headers[name]))
+    else headers[name] = String(set.headers[name])
+    delete set.headers[name]
+  }
+}
+
+/** The headers every snapshot answer starts with; a route that also answers msgpack varies by Accept. */
+function snapshotHeaders(etag: string, msgpack: boolean): Record<string, string> {
+  const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
+  if (msgpack) headers.vary = 'Accept'
+  return headers
+}
+
+/** Weak comparison (RFC 9110 §13.1.2): does If-None-Match name this entity tag? */
+function matchesIfNoneMatch(request: Request, etag: string): boolean {
+  const header = request.headers.get('if-none-match')
+  if (header === null) return false
+  if (header.trim() === '*') return true
+  const opaque = etag.replace(/^W\//, '')
+  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque)
+}
+
+/**
+ * A snapshot answer that is not kept (bulk prices, changes, msgpack). Its weak ETag names the
+ * snapshot version, the path with its query and the format, so `If-None-Match` answers 304 until
+ * the next sync changes the snapshot (weak: `rate_limit` in the body differs from one request to
+ * the next). JSON by default, msgpack on request where `msgpack` is allowed. The body carries
+ * `rate_limit` like any key-guarded route's (the guard adds it to plain objects only). A body that
+ * needs a read (a promise) makes the response one.
+ */
+export function snapshotResponse<Data>(
+  context: { request: Request; set: { headers: Record<string, string | number> } },
+  snapshot: PriceSnapshot,
+  body: () => SnapshotBody<Data> | SerialisedBody<Data> | Promise<SnapshotBody<Data>>,
+  options: { msgpack: boolean },
+): Response | Promise<Response> {
+  // Built before the 304 check, so a request the route refuses (404, 400) is refused whatever it sends as If-None-Match.
+  const built = body()
+  if (built instanceof Promise) return built.then((ready) => answerBuilt(context, snapshot, options.msgpack, ready))
+  return answerBuilt(context, snapshot, options.msgpack, built)
+}
+
+function answerBuilt<Data>(
+  { request, set }: { request: Request; set: { headers: Record<string, string | number> } },
+  snapshot: PriceSnapshot,
+  msgpack: boolean,
+  built: SnapshotBody<Data> | SerialisedBody<Data>,
+): Response {
+  const format = msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
+  const headers = snapshotHeaders(snapshotEtag(snapshot, format, request.url), msgpack)
+  moveSetHeaders(set, headers)
+  if (matchesIfNoneMatch(request, headers.etag!)) return new Response(null, { status: 304, headers })
+  const rateLimit = rateLimitOf(request)!
+  if (format === 'msgpack') {
+    headers['content-type'] = MSGPACK
+    const data = 'json' in built ? built.rows() : built.data
+    return bytesResponse(packr.pack({ data, ...(built.meta && { meta: built.meta }), rate_limit: rateLimit }), headers)
+  }
+  headers['content-type'] = JSON_CONTENT_TYPE
+  const tail = (built.meta ? `,"meta":${JSON.stringify(built.meta)}` : '') + rateLimitTail(rateLimit)
+  // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
+  return bytesResponse('json' in built ? built.json('{"data":', tail) : `{"data":${JSON.stringify(built.data)}${tail}`, headers)
+}
+
 /** A JSON answer up to its `rate_limit`, the one part that differs between two requests for the same path and query. */
-interface RememberedAnswer {
-  /** Where it is kept (the variant's map) and under which path: to drop it when it is the oldest. */
-  paths: Map<string, RememberedAnswer>
-  pathAndQuery: string
+interface KeptAnswer {
   etag: string
   /** `{"data":…` with `meta` when there is one, without the closing brace, as UTF-8. */
   head: Buffer
-  /**
-   * A repeat's headers but its X-RateLimit-*, made on the first repeat: copying a Headers costs a
-   * repeat less than building one from an object.
-   */
-  repeatHeaders?: Headers
+  /** Its 200's headers but the X-RateLimit-*, made once: copying a Headers costs less than building one. */
+  headers: Headers
+}
+
+/**
+ * The bytes of answers each snapshot keeps, least recently asked dropped first: thousands of
+ * cards' prices or hundreds of movers lists, and a bound however many distinct queries a client invents.
+ */
+const ANSWER_BYTES_KEPT = 16 * 2 ** 20
+
+type KeptAnswers = LRUCache<string, KeptAnswer>
+const keptAnswers = new WeakMap<PriceSnapshot, KeptAnswers>()
+
+function keptAnswersOf(snapshot: PriceSnapshot): KeptAnswers {
+  let kept = keptAnswers.get(snapshot)
+  if (!kept) {
+    kept = new LRUCache({ maxSize: ANSWER_BYTES_KEPT, sizeCalculation: (answer, key) => answer.head.byteLength + key.length })
+    keptAnswers.set(snapshot, kept)
+  }
+  return kept
+}
+
+/** What an answer is kept by: its variant and the request's path with its query (which starts with `/`). */
+const keptKey = (variant: string, pathAndQuery: string) => (variant === '' ? pathAndQuery : `${variant} ${pathAndQuery}`)
+
+/**
+ * From this size the kept head and the request's own tail are written to the response one after
+ * the other (writtenInParts) instead of copied into one new buffer: below it, Buffer.allocUnsafe
+ * takes a slice of its shared pool; from it, a fresh ArrayBuffer per answer, which costs more than
+ * the stream (top movers repeats, 8–20 kB: 19.1–19.6 → 16.1–16.6 µs of server CPU; a 600-byte
+ * answer costs 0.8 µs more as a stream). Such answers go out chunked. A direct
+ * stream is written corked on any turn (strace: 2 sends), so it needs no bytesResponse.
+ */
+const WRITTEN_IN_PARTS_FROM_BYTES = 4_096
+
+/**
+ * The one writer of a kept answer, first asked (in Elysia, `moved` being the hooks' `set.headers`)
+ * or repeated (before Elysia): the 304 check, the headers with this request's X-RateLimit-*, and
+ * the body, the kept head and this request's `rate_limit`, framed by size.
+ */
+function writeKept(request: Request, kept: KeptAnswer, rateLimit: RateLimit, moved?: { headers: Record<string, string | number> }): Response {
+  if (matchesIfNoneMatch(request, kept.etag)) {
+    const headers = snapshotHeaders(kept.etag, false)
+    addRateLimitHeaders(headers, rateLimit)
+    if (moved) moveSetHeaders(moved, headers)
+    return new Response(null, { status: 304, headers })
+  }
+  const headers = new Headers(kept.headers)
+  addRateLimitHeaders(headers, rateLimit)
+  if (moved) moveSetHeaders(moved, headers)
+  const tail = rateLimitTail(rateLimit)
+  if (kept.head.byteLength < WRITTEN_IN_PARTS_FROM_BYTES) return new Response(withTail(kept.head, tail), { headers })
+  return new Response(writtenInParts(kept.head, tail), { headers })
 }
 
 /**
@@ -142,203 +229,86 @@ function withTail(head: Buffer, tail: string): Buffer {
 }
 
 /**
- * From this size a repeat's kept head and its own tail are written to the response one after the
- * other (Bun's direct stream) instead of copied into one new buffer: below it, Buffer.allocUnsafe
- * takes a slice of its shared pool; from it, a fresh ArrayBuffer per answer, which costs more than
- * the stream (top movers repeats, 8–20 kB: 19.1–19.6 → 16.1–16.6 µs of server CPU; a 600-byte
- * answer costs 0.8 µs more as a stream; docs/decisions.md). Such answers go out chunked, as bytesResponse's do.
+ * A JSON snapshot answer kept for the snapshot's life by its variant, path and query (the same
+ * request asks for the same answer until the snapshot changes): `body` is only called when none
+ * is kept, and every answer, this one or a repeat (keptSnapshotRoute), adds only its own
+ * `rate_limit`. For routes whose answers clients ask for again and again.
  */
-const WRITTEN_IN_PARTS_FROM_BYTES = 4_096
-
-function writtenInParts(head: Buffer, tail: string): ReadableStream<Uint8Array> {
-  // Bun's own stream type: `pull` writes straight to the response, on this turn.
-  return new ReadableStream({
-    type: 'direct',
-    pull(controller) {
-      controller.write(head)
-      controller.write(tail)
-      controller.end()
-    },
-  })
-}
-
-/**
- * The bytes of answers each snapshot keeps, oldest dropped first: thousands of cards' prices or
- * hundreds of movers lists, and a bound however many distinct queries a client invents.
- */
-const ANSWER_BYTES_KEPT = 16 * 2 ** 20
-
-/** A snapshot's kept answers: per variant, by path and query; `order` holds them all, oldest first. */
-interface KeptAnswers {
-  byVariant: Map<string, Map<string, RememberedAnswer>>
-  order: Set<RememberedAnswer>
-  bytes: number
-}
-const rememberedAnswers = new WeakMap<PriceSnapshot, KeptAnswers>()
-
-function answersOf(snapshot: PriceSnapshot): KeptAnswers {
-  let answers = rememberedAnswers.get(snapshot)
-  if (!answers) rememberedAnswers.set(snapshot, (answers = { byVariant: new Map(), order: new Set(), bytes: 0 }))
-  return answers
-}
-
-function pathsOf(answers: KeptAnswers, variant: string): Map<string, RememberedAnswer> {
-  let paths = answers.byVariant.get(variant)
-  if (!paths) answers.byVariant.set(variant, (paths = new Map()))
-  return paths
-}
-
-const sizeOf = (answer: RememberedAnswer) => answer.head.byteLength + answer.pathAndQuery.length
-
-function remember(snapshot: PriceSnapshot, answer: RememberedAnswer) {
-  const answers = answersOf(snapshot)
-  const size = sizeOf(answer)
-  // Two first asks built at once (a body that reads is awaited) keep the first: both are the same answer.
-  if (size > ANSWER_BYTES_KEPT || answer.paths.has(answer.pathAndQuery)) return
-  for (const oldest of answers.order) {
-    if (answers.bytes + size <= ANSWER_BYTES_KEPT) break
-    answers.order.delete(oldest)
-    oldest.paths.delete(oldest.pathAndQuery)
-    answers.bytes -= sizeOf(oldest)
-  }
-  answer.paths.set(answer.pathAndQuery, answer)
-  answers.order.add(answer)
-  answers.bytes += size
-}
-
-/** What closes a JSON answer: `rate_limit` (three numbers and an ISO 8601 instant, which need no escaping), then the body's brace. */
-const rateLimitTail = (rateLimit: RateLimit) =>
-  `,"rate_limit":{"daily_limit":${rateLimit.daily_limit},"daily_remaining":${rateLimit.daily_remaining},"daily_reset":"${rateLimit.daily_reset}"}}`
-
-/**
- * Moves what hooks put in `set.headers` (the guard's X-RateLimit-*) into a Response's headers:
- * Elysia copies a returned Response into a new one whenever `set.headers` is not empty, an extra
- * pass over the body.
- */
-export function moveSetHeaders(set: { headers: Record<string, string | number> }, headers: Record<string, string>) {
-  for (const name in set.headers) {
-    headers[name] = String(set.headers[name])
-    delete set.headers[name]
-  }
-}
-
-/** The headers every snapshot answer starts with, first asked or repeated; a route that also answers msgpack varies by Accept. */
-function snapshotHeaders(etag: string, msgpack: boolean): Record<string, string> {
-  const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
-  if (msgpack) headers.vary = 'Accept'
-  return headers
-}
-
-/**
- * A response answered from the price snapshot. Its weak ETag names the snapshot version, the path
- * with its query and the format, so `If-None-Match` answers 304 until the next sync changes the
- * snapshot (weak: `rate_limit` in the body differs from one request to the next). JSON by default,
- * msgpack on request where `msgpack` is allowed. The body carries `rate_limit` like any key-guarded
- * route's (the guard adds it to plain objects only).
- *
- * `body` is only called when needed: with `remember`, a JSON answer is kept for the snapshot's life
- * by its path and query (the same request asks for the same answer until the snapshot changes),
- * and the next request for it only adds its own `rate_limit`. For routes whose answers clients ask
- * for again and again (a card's prices, a movers list), not for those whose queries rarely repeat.
- * `variant` names the answer a caller's tier gets where it depends on the tier (AnswerVariant): it
- * is part of the ETag and of what the answer is kept by. A body that needs a read (a promise) makes
- * the response one.
- */
-export function snapshotResponse<Data>(
+function keptSnapshotResponse<Data>(
   context: { request: Request; set: { headers: Record<string, string | number> } },
   snapshot: PriceSnapshot,
+  variant: string,
   body: () => SnapshotBody<Data> | SerialisedBody<Data> | Promise<SnapshotBody<Data>>,
-  // Kept answers are JSON, and a repeat is answered without looking at Accept (repeatedSnapshotAnswer).
-  options: { msgpack: boolean; remember?: false } | { msgpack: false; remember: true; variant?: string },
 ): Response | Promise<Response> {
-  const format: AnswerHow['format'] = options.msgpack && wantsMsgpack(context.request) ? 'msgpack' : 'json'
-  const how: AnswerHow = {
-    format,
-    remembering: options.remember === true && format === 'json',
-    variant: (options.remember === true && options.variant) || '',
-    pathAndQuery: pathAndQueryOf(context.request.url),
-    msgpack: options.msgpack,
-  }
-  const answer = how.remembering ? rememberedAnswers.get(snapshot)?.byVariant.get(how.variant)?.get(how.pathAndQuery) : undefined
-  if (answer) return answerWith(context, snapshot, how, answer)
+  const key = keptKey(variant, pathAndQueryOf(context.request.url))
+  const kept = keptAnswersOf(snapshot).get(key)
+  if (kept) return writeKept(context.request, kept, rateLimitOf(context.request)!, context.set)
   // Built before the 304 check, so a request the route refuses (404, 400) is refused whatever it sends as If-None-Match.
   const built = body()
-  if (built instanceof Promise) return built.then((ready) => answerWith(context, snapshot, how, undefined, ready))
-  return answerWith(context, snapshot, how, undefined, built)
+  if (built instanceof Promise)
+    return built.then((ready) => writeKept(context.request, keep(snapshot, key, context.request, variant, ready), rateLimitOf(context.request)!, context.set))
+  return writeKept(context.request, keep(snapshot, key, context.request, variant, built), rateLimitOf(context.request)!, context.set)
 }
 
-/** How snapshotResponse answers a request: its format, whether it keeps the answer, and under which variant and path. */
-interface AnswerHow {
-  format: 'json' | 'msgpack'
-  remembering: boolean
-  variant: string
-  pathAndQuery: string
-  /** The route also answers msgpack (so it varies by Accept). */
-  msgpack: boolean
+function keep<Data>(snapshot: PriceSnapshot, key: string, request: Request, variant: string, built: SnapshotBody<Data> | SerialisedBody<Data>): KeptAnswer {
+  const answers = keptAnswersOf(snapshot)
+  // Two first asks built at once (a body that reads is awaited) keep the first: both are the same answer.
+  const earlier = answers.get(key)
+  if (earlier) return earlier
+  const etag = snapshotEtag(snapshot, 'json', request.url, variant)
+  const meta = built.meta ? `,"meta":${JSON.stringify(built.meta)}` : ''
+  const head = Buffer.from('json' in built ? built.json('{"data":', meta) : `{"data":${JSON.stringify(built.data)}${meta}`)
+  const kept: KeptAnswer = { etag, head, headers: new Headers({ ...snapshotHeaders(etag, false), 'content-type': JSON_CONTENT_TYPE }) }
+  answers.set(key, kept)
+  return kept
 }
 
-/** snapshotResponse's answer, from the kept `answer` or from the `built` body. */
-function answerWith<Data>(
-  context: { request: Request; set: { headers: Record<string, string | number> } },
-  snapshot: PriceSnapshot,
-  { format, remembering, variant, pathAndQuery, msgpack }: AnswerHow,
-  answer: RememberedAnswer | undefined,
-  built?: SnapshotBody<Data> | SerialisedBody<Data>,
-): Response {
-  const { request, set } = context
-  const etag = answer?.etag ?? snapshotEtag(snapshot, format, request.url, variant)
-  const headers = snapshotHeaders(etag, msgpack)
-  moveSetHeaders(set, headers)
-  if (matchesIfNoneMatch(request, etag)) return new Response(null, { status: 304, headers })
-  const rateLimit = rateLimitOf(request)!
-  if (format === 'msgpack') {
-    headers['content-type'] = MSGPACK
-    const data = 'json' in built! ? built.rows() : built!.data
-    return bytesResponse(packr.pack({ data, ...(built!.meta && { meta: built!.meta }), rate_limit: rateLimit }), headers)
-  }
-  headers['content-type'] = JSON_CONTENT_TYPE
-  const tail = rateLimitTail(rateLimit)
-  if (answer) return bytesResponse(withTail(answer.head, tail), headers)
-  const meta = built!.meta ? `,"meta":${JSON.stringify(built!.meta)}` : ''
-  // Rows the snapshot keeps as bytes (bulk) are copied once, straight into the answer with its tail.
-  const serialised = (end: string) => ('json' in built! ? built.json('{"data":', end) : `{"data":${JSON.stringify(built!.data)}${end}`)
-  if (!remembering) return bytesResponse(serialised(meta + tail), headers)
-  const kept: RememberedAnswer = { paths: pathsOf(answersOf(snapshot), variant), pathAndQuery, etag, head: Buffer.from(serialised(meta)) }
-  remember(snapshot, kept)
-  return bytesResponse(withTail(kept.head, tail), headers)
+/** The route context a kept snapshot route's handler reads (destructured: Elysia parses only what a handler names). */
+interface KeptRouteContext<Params, Query> {
+  request: Request
+  set: { headers: Record<string, string | number> }
+  params: Params
+  query: Query
+  apiKey: KeyAuth
 }
 
 /**
- * A repeat of a kept snapshot answer (`remember`), answered before the app with the key guard's
- * work done at once (admitAtOnce): the same status, headers and body as snapshotResponse gives,
- * with this request's `rate_limit`. `rule` and `variantOf` are the route's own: the answer kept
- * for the key's variant, or none.
+ * A key-guarded JSON read answered from the price snapshot and kept (keptSnapshotResponse), as a
+ * hot route: Elysia answers it first; a repeat, its key's admission made at once (admitAtOnce), is
+ * answered before Elysia by the same writer, so both send the same status, headers and framing.
+ * Anything the repeat cannot decide at once (a key not yet known here, a charge that waits, no
+ * kept answer) goes to Elysia, with nothing charged.
  */
-export function repeatedSnapshotAnswer(
+export function keptSnapshotRoute<Params = Record<string, never>, Query = Record<string, never>>(
   auth: AuthRuntime,
   snapshots: SnapshotStore,
-  rule: ApiKeyRule & { cost?: number },
-  variantOf: AnswerVariant = () => '',
-): RepeatAnswer {
-  return (request, pathAndQuery) => {
+  route: {
+    path: string
+    rule: ApiKeyRule & { cost?: number }
+    variant?: AnswerVariant
+    body: (request: { params: Params; query: Query; snapshot: PriceSnapshot; variant: string }) => SnapshotBody<unknown> | SerialisedBody<unknown> | Promise<SnapshotBody<unknown>>
+    hook: Record<string, unknown>
+  },
+): HotRoute {
+  const variantOf = route.variant ?? (() => '')
+  const early: EarlyAnswer = (request, pathAndQuery) => {
     const snapshot = snapshots.get()
     if (snapshot instanceof Promise) return undefined
-    const kept = rememberedAnswers.get(snapshot)
-    if (!kept) return undefined
-    const admitted = admitAtOnce(auth, request, rule, (policy) => kept.byVariant.get(variantOf(policy))?.get(pathAndQuery))
-    if (!admitted) return undefined
-    const { answer, rateLimit } = admitted
-    if (matchesIfNoneMatch(request, answer.etag)) {
-      const headers = snapshotHeaders(answer.etag, false)
-      addRateLimitHeaders(headers, rateLimit)
-      return new Response(null, { status: 304, headers })
-    }
-    answer.repeatHeaders ??= new Headers({ ...snapshotHeaders(answer.etag, false), 'content-type': JSON_CONTENT_TYPE })
-    const headers = new Headers(answer.repeatHeaders)
-    addRateLimitHeaders(headers, rateLimit)
-    // Answered on the request's own turn, so Bun writes it corked whatever its size (see bytesResponse).
-    const tail = rateLimitTail(rateLimit)
-    if (answer.head.byteLength < WRITTEN_IN_PARTS_FROM_BYTES) return new Response(withTail(answer.head, tail), { headers })
-    return new Response(writtenInParts(answer.head, tail), { headers })
+    const answers = keptAnswers.get(snapshot)
+    if (!answers) return undefined
+    const admitted = admitAtOnce(auth, request, route.rule, (policy) => answers.get(keptKey(variantOf(policy), pathAndQuery)))
+    return admitted && writeKept(request, admitted.answer, admitted.admission.rateLimit)
+  }
+  return {
+    path: route.path,
+    hook: { apiKey: route.rule, ...route.hook },
+    // Destructured, not `(context) =>`: Elysia reads what a handler uses to skip the rest
+    // (a handler taking the whole context had every request's cookies parsed, 16% of its CPU).
+    handler: async ({ request, set, params, query, apiKey }: KeptRouteContext<Params, Query>) => {
+      const snapshot = await snapshots.get()
+      const variant = variantOf(apiKey.policy)
+      return keptSnapshotResponse({ request, set }, snapshot, variant, () => route.body({ params, query, snapshot, variant }))
+    },
+    early,
   }
 }

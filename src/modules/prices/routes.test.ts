@@ -23,7 +23,7 @@ interface BulkRow {
   last_updated_at: string | null
 }
 
-/** Every card's Bulk price row by docs/decisions.md "Primary printing", in SQL: the primary printing, and the first foil-type one with a market price. */
+/** Every card's Bulk price row by docs/adr/0011-primary-printing.md, in SQL: the primary printing, and the first foil-type one with a market price. */
 async function expectedBulkRows(): Promise<Map<number, BulkRow>> {
   const found = await rows<Omit<BulkRow, 'last_updated_at'> & { last_updated_at: Date | string | null }>(sql`
     select c.id as card_id, p.market_price, p.low_price, f.market_price as foil_market_price, p.price_change_24h, p.last_updated_at
@@ -31,12 +31,7 @@ async function expectedBulkRows(): Promise<Map<number, BulkRow>> {
     left join lateral (select cp.* from card_prices cp where cp.card_id = c.id order by ${PRIMARY_PRINTING_FIRST} limit 1) p on true
     left join lateral (select cp.market_price from card_prices cp where cp.card_id = c.id and cp.printing ilike '%foil%'
                        and cp.market_price is not null order by ${PRIMARY_PRINTING_FIRST} limit 1) f on true`)
-  return new Map(
-    found.map((row) => [
-      row.card_id,
-      { ...row, last_updated_at: row.last_updated_at === null ? null : new Date(row.last_updated_at).toISOString() },
-    ]),
-  )
+  return new Map(found.map((row) => [row.card_id, { ...row, last_updated_at: row.last_updated_at === null ? null : new Date(row.last_updated_at).toISOString() }]))
 }
 
 const allCardIds = (await rows<{ id: number }>(sql`select id from cards order by id`)).map((row) => row.id)
@@ -260,7 +255,6 @@ const [game] = await rows<{ slug: string }>(sql`
 type MoverOptions = { period?: string; direction?: string; game?: string; type?: string; printing?: string; limit?: number }
 
 describe('GET /v1/prices/top-movers', () => {
-
   test.each<[MoverOptions]>([
     [{}],
     [{ period: '7d' }],
@@ -356,7 +350,7 @@ describe('GET /v1/cards/:id/prices from the snapshot', () => {
 })
 
 describe('answers kept per path and query', () => {
-  test('asked again: the same answer and ETag, with this request\'s own rate_limit, and whole JSON each time', async () => {
+  test("asked again: the same answer and ETag, with this request's own rate_limit, and whole JSON each time", async () => {
     const path = `/v1/cards/${allCardIds[7]}/prices`
     const { key } = await accountWithKey(database.db, 'pro')
     const answers = []
@@ -416,13 +410,23 @@ describe('OpenAPI', () => {
     expect(doc.components.schemas.BulkPriceRow.required).toEqual(
       expect.arrayContaining(['card_id', 'market_price', 'low_price', 'foil_market_price', 'price_change_24h', 'last_updated_at']),
     )
-    // The spec's ten fields, and what the public service's clients also read (docs/decisions.md "Compatibility superset").
-    expect(Object.keys(doc.components.schemas.TopMoverRow.properties).sort()).toEqual(
-      [
-        'card_id', 'foil_only', 'game_name', 'game_slug', 'image_url', 'last_updated_at', 'market_price', 'marketplace_id', 'name',
-        'price_change', 'printing', 'product_type', 'set_name', 'set_slug',
-      ],
-    )
+    // The spec's ten fields, and what the public service's clients also read (docs/adr/0025-compatibility-superset.md).
+    expect(Object.keys(doc.components.schemas.TopMoverRow.properties).sort()).toEqual([
+      'card_id',
+      'foil_only',
+      'game_name',
+      'game_slug',
+      'image_url',
+      'last_updated_at',
+      'market_price',
+      'marketplace_id',
+      'name',
+      'price_change',
+      'printing',
+      'product_type',
+      'set_name',
+      'set_slug',
+    ])
     expect(doc.components.schemas.TopMoverRow.required).toEqual(expect.arrayContaining(['marketplace_id', 'game_slug', 'last_updated_at']))
   })
 })

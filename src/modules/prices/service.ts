@@ -1,11 +1,11 @@
+import type { Executor } from '../../db/client'
 import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { idsAsWritten } from '../../shared/id-list'
-import type { Executor } from '../../db/client'
 import { getCardPrices } from '../catalog/service'
 import { newestSalesOf } from '../history/service'
 import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
+import { MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
 import type { AnswerVariant } from './respond'
-import { type BulkPriceRow, MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
 
 function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {
   if (slug === undefined) return undefined
@@ -33,10 +33,7 @@ export function bulkPrices(snapshot: PriceSnapshot, rawIds: string) {
   }
 }
 
-export function topMovers(
-  snapshot: PriceSnapshot,
-  query: { game?: string; direction?: MoverDirection; period?: MoverPeriod; printing?: string; type?: string; limit?: number },
-) {
+export function topMovers(snapshot: PriceSnapshot, query: { game?: string; direction?: MoverDirection; period?: MoverPeriod; printing?: string; type?: string; limit?: number }) {
   const gameId = gameIdOf(snapshot, query.game)
   const period = query.period ?? '24h'
   const direction = query.direction ?? 'up'
@@ -48,7 +45,6 @@ export function topMovers(
     meta: { period, direction, count, total: count, ...snapshotMeta(snapshot) },
   }
 }
-
 
 /** A cursor is the last row's place, base64url JSON: opaque to clients, stable across snapshots. */
 const encodeCursor = (position: ChangePosition) => Buffer.from(JSON.stringify([position.at, position.cardId, position.printing])).toString('base64url')
@@ -77,10 +73,7 @@ export function priceChanges(snapshot: PriceSnapshot, query: { since?: string; c
     ])
   }
   const gameId = gameIdOf(snapshot, query.game)
-  const position =
-    query.cursor !== undefined
-      ? decodeCursor(query.cursor)
-      : { at: new Date(query.since!).toISOString(), cardId: Number.MAX_SAFE_INTEGER, printing: '' }
+  const position = query.cursor !== undefined ? decodeCursor(query.cursor) : { at: new Date(query.since!).toISOString(), cardId: Number.MAX_SAFE_INTEGER, printing: '' }
   const { rows, more } = snapshot.changesAfter(position, gameId, query.limit ?? 100)
   const last = rows.at(-1)
   const next = last ? { at: last.last_updated_at, cardId: last.card_id, printing: last.printing } : position
@@ -88,7 +81,7 @@ export function priceChanges(snapshot: PriceSnapshot, query: { since?: string; c
 }
 
 /**
- * docs/decisions.md "Sales in Pro card prices": card prices carry each printing's newest recorded
+ * docs/adr/0093-sales-in-pro-card-prices.md: card prices carry each printing's newest recorded
  * sales from Pro up (the tiers with detailed history), and leave the fields out below. The one
  * rule the card-prices route and its repeats read.
  */

@@ -26,11 +26,9 @@ export const SearchQuery = QueryParams({
   type: Type.Optional(LiteralUnion(PRODUCT_TYPES, { description: 'Cards or sealed products only' })),
   set_id: Type.Optional(QueryInt({ minimum: 1, maximum: 2147483647, description: 'Only this set; an unknown set is a 404' })),
   rarity: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Exact rarity, e.g. `Holo Rare`' })),
-  printing: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 100, description: 'Only cards that have a price for this printing (exact, e.g. `Holofoil`)' }),
-  ),
-  min_price: Type.Optional(Price("Lowest primary-printing market price, USD (cards without a market price are left out)")),
-  max_price: Type.Optional(Price("Highest primary-printing market price, USD; at least min_price")),
+  printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only cards that have a price for this printing (exact, e.g. `Holofoil`)' })),
+  min_price: Type.Optional(Price('Lowest primary-printing market price, USD (cards without a market price are left out)')),
+  max_price: Type.Optional(Price('Highest primary-printing market price, USD; at least min_price')),
   sort: Type.Optional(
     LiteralUnion(SEARCH_SORTS, {
       default: 'relevance',

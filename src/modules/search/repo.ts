@@ -4,10 +4,10 @@ import type { Database, Executor } from '../../db/client'
 import { preparedQueries } from '../../db/prepared'
 import { cardPrices, cards, games, searchWords, sets } from '../../db/schema'
 import type { Page } from '../../shared/model'
-import { cardWithPriceColumns, primaryPrice } from '../catalog/repo'
+import { cardWithPriceColumns, primaryPrice } from '../catalog/queries'
 import type { SearchFilter, SearchSort } from './model'
 
-// Matching (docs/decisions.md "Matching by words, then by corrected words"). `cards.clean_name` is lowercase and accent-free (cleanName at sync
+// Matching (docs/adr/0042-matching-by-words-then-by-corrected-words.md). `cards.clean_name` is lowercase and accent-free (cleanName at sync
 // time), and q went through the same function, so case, accents and punctuation never matter.
 //   - By words (full text, index cards_clean_name_fts_idx): every word of q is a prefix of a word
 //     of the name ("pika" → "pikachu", "trainer zoe" → "pokemon trainer zoe").
@@ -111,8 +111,7 @@ const correctedTsQuery = sql`to_tsquery('simple', (
  * Fuzzy matches rank by how well the closest stretch of the name matches q: word_similarity with
  * one word, strict_word_similarity (whole words) with several.
  */
-const fuzzyScore = (severalWords: boolean) =>
-  severalWords ? sql`strict_word_similarity(${text}, ${cards.cleanName})` : sql`word_similarity(${text}, ${cards.cleanName})`
+const fuzzyScore = (severalWords: boolean) => (severalWords ? sql`strict_word_similarity(${text}, ${cards.cleanName})` : sql`word_similarity(${text}, ${cards.cleanName})`)
 
 /** Prices are needed for every match (not only the page's) when they filter or order. */
 const needsPrices = (shape: SearchShape) => shape.minPrice || shape.maxPrice || shape.sort === 'price_asc' || shape.sort === 'price_desc'
@@ -233,15 +232,29 @@ const knownSets = alias(sets, 'known_sets')
 const searchCount = preparedQueries((db, { shape, countMatches }: { shape: SearchShape; countMatches: boolean }) => {
   const known = {
     gameKnown: shape.game
-      ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownGames).where(eq(knownGames.slug, sql.placeholder('game')))})`
+      ? sql<boolean>`exists (${db
+          .select({ one: sql`1` })
+          .from(knownGames)
+          .where(eq(knownGames.slug, sql.placeholder('game')))})`
       : sql<boolean>`true`,
     setKnown: shape.setId
-      ? sql<boolean>`exists (${db.select({ one: sql`1` }).from(knownSets).where(eq(knownSets.id, sql.placeholder('setId')))})`
+      ? sql<boolean>`exists (${db
+          .select({ one: sql`1` })
+          .from(knownSets)
+          .where(eq(knownSets.id, sql.placeholder('setId')))})`
       : sql<boolean>`true`,
   }
-  if (!countMatches) return db.select({ total: sql<number>`0`, ...known }).from(sql`(select) as one_row`).prepare('search_known')
+  if (!countMatches)
+    return db
+      .select({ total: sql<number>`0`, ...known })
+      .from(sql`(select) as one_row`)
+      .prepare('search_known')
   const { wordMatches, matches } = matchingCards(db, shape)
-  return db.with(wordMatches).select({ total: count(), ...known }).from(matches).prepare('search_count')
+  return db
+    .with(wordMatches)
+    .select({ total: count(), ...known })
+    .from(matches)
+    .prepare('search_count')
 })
 
 /**

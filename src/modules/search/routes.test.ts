@@ -11,7 +11,11 @@ const get = (path: string, key: string | null = proKey) => server.json(path, key
 const search = (params: Record<string, string | number>, key?: string | null) =>
   get(`/v1/search?${new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)]))}`, key)
 const rows = <T>(query: SQL) => selectRows<T>(database.db, query)
-const idList = (ids: number[]) => sql.join(ids.map((id) => sql`${id}`), sql`, `)
+const idList = (ids: number[]) =>
+  sql.join(
+    ids.map((id) => sql`${id}`),
+    sql`, `,
+  )
 
 /** Every match of a search, page by page (100 a page), checking that meta adds up. */
 async function everyMatch(params: Record<string, string | number>): Promise<any[]> {
@@ -27,7 +31,7 @@ async function everyMatch(params: Record<string, string | number>): Promise<any[
   }
 }
 
-/** The card as stored, and its primary printing's price computed independently (docs/decisions.md "Primary printing"). */
+/** The card as stored, and its primary printing's price computed independently (docs/adr/0011-primary-printing.md). */
 type StoredCard = {
   id: number
   name: string
@@ -129,7 +133,28 @@ describe('GET /v1/search: matching', () => {
     expect(body.data.map((c: any) => c.id)).toEqual([famous!.id, starred, dark])
     expect(body.data[0]).toMatchObject({ id: famous!.id, name: famous!.name, clean_name: famous!.clean_name })
     expect(Object.keys(body.data[0]).sort()).toEqual(
-      ['foil_only', 'game_name', 'game_slug', 'id', 'image_url', 'low_price', 'lowest_with_shipping', 'market_price', 'marketplace_id', 'median_price', 'name', 'number', 'clean_name', 'price_updated_at', 'printing', 'product_type', 'rarity', 'set_name', 'set_slug', 'total_listings'].sort(),
+      [
+        'foil_only',
+        'game_name',
+        'game_slug',
+        'id',
+        'image_url',
+        'low_price',
+        'lowest_with_shipping',
+        'market_price',
+        'marketplace_id',
+        'median_price',
+        'name',
+        'number',
+        'clean_name',
+        'price_updated_at',
+        'printing',
+        'product_type',
+        'rarity',
+        'set_name',
+        'set_slug',
+        'total_listings',
+      ].sort(),
     )
     // The lookalike is fuzzy only: not shown while cards match by words.
     expect(body.data.map((c: any) => c.id)).not.toContain(lookalike)
@@ -145,15 +170,31 @@ describe('GET /v1/search: matching', () => {
       const expected = stored.get(card.id)!
       expect(expected).toBeDefined()
       expect({
-        id: card.id, name: card.name, clean_name: card.clean_name, rarity: card.rarity, product_type: card.product_type,
-        marketplace_id: card.marketplace_id, set_name: card.set_name, game_name: card.game_name,
-        set_slug: card.set_slug, game_slug: card.game_slug,
-        printing: card.printing, market_price: card.market_price,
+        id: card.id,
+        name: card.name,
+        clean_name: card.clean_name,
+        rarity: card.rarity,
+        product_type: card.product_type,
+        marketplace_id: card.marketplace_id,
+        set_name: card.set_name,
+        game_name: card.game_name,
+        set_slug: card.set_slug,
+        game_slug: card.game_slug,
+        printing: card.printing,
+        market_price: card.market_price,
       }).toEqual({
-        id: expected.id, name: expected.name, clean_name: expected.clean_name, rarity: expected.rarity, product_type: expected.product_type,
-        marketplace_id: expected.marketplace_id, set_name: expected.set_name, game_name: expected.game_name,
-        set_slug: expected.set_slug, game_slug: expected.game_slug,
-        printing: expected.printing, market_price: expected.market_price,
+        id: expected.id,
+        name: expected.name,
+        clean_name: expected.clean_name,
+        rarity: expected.rarity,
+        product_type: expected.product_type,
+        marketplace_id: expected.marketplace_id,
+        set_name: expected.set_name,
+        game_name: expected.game_name,
+        set_slug: expected.set_slug,
+        game_slug: expected.game_slug,
+        printing: expected.printing,
+        market_price: expected.market_price,
       })
     }
   })
@@ -178,7 +219,9 @@ describe('GET /v1/search: matching', () => {
     expect(both.data[0]?.clean_name).toBe(twoWords!.clean_name)
     // Several words are compared word by word: sharing only the correctly spelt word is not enough.
     expect(both.data.every((c: any) => c.clean_name.split(' ').some((w: string) => w.startsWith(first.slice(0, 3))))).toBe(true)
-    const sharingSecond = await rows<{ n: number }>(sql`select count(*)::int as n from cards where clean_name like ${`% ${second}`} and clean_name not like ${`${first.slice(0, 3)}%`}`)
+    const sharingSecond = await rows<{ n: number }>(
+      sql`select count(*)::int as n from cards where clean_name like ${`% ${second}`} and clean_name not like ${`${first.slice(0, 3)}%`}`,
+    )
     expect(sharingSecond[0]!.n).toBeGreaterThan(0)
   })
 
@@ -294,7 +337,7 @@ describe('GET /v1/search: filters', () => {
   test('game', async () => {
     const q = common!.word
     const [first] = (await search({ q })).body.data
-    const [{ slug }] = await rows<{ slug: string }>(sql`select g.slug from cards c join games g on g.id = c.game_id where c.id = ${first.id}`) as [{ slug: string }]
+    const [{ slug }] = (await rows<{ slug: string }>(sql`select g.slug from cards c join games g on g.id = c.game_id where c.id = ${first.id}`)) as [{ slug: string }]
     const filtered = await expectNarrows(q, { game: slug }, async (ids) =>
       idsOf(await rows(sql`select c.id from cards c join games g on g.id = c.game_id where g.slug = ${slug} and c.id in (${idList(ids)})`)),
     )
@@ -313,20 +356,16 @@ describe('GET /v1/search: filters', () => {
   test('set_id', async () => {
     const q = common!.word
     const [first] = (await search({ q })).body.data
-    const [{ set_id }] = await rows<{ set_id: number }>(sql`select set_id from cards where id = ${first.id}`) as [{ set_id: number }]
-    const filtered = await expectNarrows(q, { set_id }, async (ids) =>
-      idsOf(await rows(sql`select id from cards where set_id = ${set_id} and id in (${idList(ids)})`)),
-    )
+    const [{ set_id }] = (await rows<{ set_id: number }>(sql`select set_id from cards where id = ${first.id}`)) as [{ set_id: number }]
+    const filtered = await expectNarrows(q, { set_id }, async (ids) => idsOf(await rows(sql`select id from cards where set_id = ${set_id} and id in (${idList(ids)})`)))
     expect(filtered.every((c) => c.set_name === first.set_name)).toBe(true)
   })
 
   test('rarity (exact)', async () => {
     const q = common!.word
-    const [{ rarity }] = await rows<{ rarity: string }>(sql`
-      select rarity from cards where clean_name like ${`%${q}%`} group by rarity order by count(*) desc, rarity limit 1`) as [{ rarity: string }]
-    const filtered = await expectNarrows(q, { rarity }, async (ids) =>
-      idsOf(await rows(sql`select id from cards where rarity = ${rarity} and id in (${idList(ids)})`)),
-    )
+    const [{ rarity }] = (await rows<{ rarity: string }>(sql`
+      select rarity from cards where clean_name like ${`%${q}%`} group by rarity order by count(*) desc, rarity limit 1`)) as [{ rarity: string }]
+    const filtered = await expectNarrows(q, { rarity }, async (ids) => idsOf(await rows(sql`select id from cards where rarity = ${rarity} and id in (${idList(ids)})`)))
     expect(filtered.every((c) => c.rarity === rarity)).toBe(true)
     expect((await search({ q, rarity: rarity.toUpperCase() })).body.meta.total).toBe(0)
   })
@@ -335,9 +374,9 @@ describe('GET /v1/search: filters', () => {
     const q = common!.word
     const all = await everyMatch({ q })
     // The least common printing among the matches that is not every match's.
-    const [{ printing }] = await rows<{ printing: string }>(sql`
+    const [{ printing }] = (await rows<{ printing: string }>(sql`
       select printing from card_prices where card_id in (${idList(all.map((c) => c.id))})
-      group by printing having count(*) < ${all.length} order by count(*), printing limit 1`) as [{ printing: string }]
+      group by printing having count(*) < ${all.length} order by count(*), printing limit 1`)) as [{ printing: string }]
     const filtered = await expectNarrows(q, { printing }, async (ids) =>
       idsOf(await rows(sql`select card_id as id from card_prices where printing = ${printing} and card_id in (${idList(ids)})`)),
     )
@@ -348,12 +387,20 @@ describe('GET /v1/search: filters', () => {
     const q = common!.word
     const all = await everyMatch({ q })
     const stored = await storedCards(all.map((c) => c.id))
-    const prices = [...stored.values()].map((c) => c.market_price).filter((p): p is number => p !== null).sort((a, b) => a - b)
+    const prices = [...stored.values()]
+      .map((c) => c.market_price)
+      .filter((p): p is number => p !== null)
+      .sort((a, b) => a - b)
     expect(prices.length).toBeGreaterThan(3)
     const low = prices[Math.floor(prices.length / 3)]!
     const high = prices[Math.floor((2 * prices.length) / 3)]!
     const inRange = (min: number, max: number) => async (ids: number[]) =>
-      new Set(ids.filter((id) => { const p = stored.get(id)!.market_price; return p !== null && p >= min && p <= max }))
+      new Set(
+        ids.filter((id) => {
+          const p = stored.get(id)!.market_price
+          return p !== null && p >= min && p <= max
+        }),
+      )
     for (const [filter, min, max] of [
       [{ min_price: low }, low, Infinity],
       [{ max_price: high }, 0, high],

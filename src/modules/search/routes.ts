@@ -8,7 +8,7 @@ import { CardWithPrice } from '../catalog/model'
 import { Q_MAX_LENGTH, Q_MIN_LENGTH, SearchQuery } from './model'
 import { searchCards } from './service'
 
-/** Card search by name (docs/decisions.md "Matching by words, then by corrected words"): full text plus trigram similarity, with filters. */
+/** Card search by name (docs/adr/0042-matching-by-words-then-by-corrected-words.md): full text plus trigram similarity, with filters. */
 export function searchRoutes(auth: AuthRuntime) {
   return new Elysia({ name: 'search-routes' })
     .use(models)

@@ -1,7 +1,7 @@
 /** Ints per slot: card id (0 = empty), start and end of its row in the bulk buffer, its index in the row objects (UNPRICED: none). */
 const SLOT = 4
 
-/** The row index of a card without prices: it has no Bulk price row (docs/decisions.md "Bulk price rows and `ids` lists"). */
+/** The row index of a card without prices: it has no Bulk price row (docs/adr/0047-bulk-price-rows-and-ids-lists.md). */
 const UNPRICED = -1
 
 /** The cards a bulk request names: their slots in request order (repeats dropped), and the ids of no card. */

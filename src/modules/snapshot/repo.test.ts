@@ -1,9 +1,9 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { openPostgres } from '../../db/client'
 import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../../test/helpers/env'
 import { eventually } from '../../../test/helpers/eventually'
+import { openPostgres } from '../../db/client'
 import { loadSnapshotSource } from './repo'
 
 // Under PGlite both reads are the same SELECTs.

@@ -1,8 +1,8 @@
 import { count, max, sql } from 'drizzle-orm'
+import { type BinaryCopyRow, copyConnections, copyRows } from '../../db/binary-copy'
 import { type Database, type Executor, liftStatementTimeout, selectRows } from '../../db/client'
 import { cardPrices, cards, games, sets } from '../../db/schema'
 import type { Price } from '../catalog/model'
-import { type BinaryCopyRow, copyConnections, copyRows } from '../../db/binary-copy'
 
 /** Everything a snapshot is built from, read in one repeatable-read snapshot (see loadSnapshotSource). */
 export interface SnapshotSource {

@@ -1,9 +1,9 @@
 import type { Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
 import { priceRowOf } from '../catalog/service'
-import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from '../prices/model'
-import { MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS } from '../prices/model'
 import { BulkIndex, type BulkSelection } from './bulk-index'
+import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from './model'
+import { MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS } from './model'
 import type { SnapshotSource } from './repo'
 
 /** A card as the snapshot keeps it: what bulk rows and mover rows need, and its prices. */
@@ -19,7 +19,7 @@ export interface SnapshotCard {
   productType: TopMoverRow['product_type']
   foilOnly: number
   imageUrl: string
-  /** The spec's Price objects, primary printing first (docs/decisions.md "Primary printing"). */
+  /** The spec's Price objects, primary printing first (docs/adr/0011-primary-printing.md). */
   prices: Price[]
 }
 
@@ -62,7 +62,7 @@ const compareToPosition = (price: Price, position: ChangePosition) =>
   byCodePoint(price.last_updated_at, position.at) || price.card_id - position.cardId || byCodePoint(price.printing, position.printing)
 
 /**
- * An immutable, in-process copy of every card's current prices (docs/decisions.md "The snapshot"), with
+ * An immutable, in-process copy of every card's current prices (docs/adr/0020-the-snapshot.md), with
  * each bulk row serialised and the movers pre-sorted, so bulk prices and top movers are lookups
  * and slices. A new one is built off the request path and swapped in whole (see store.ts); a
  * request holds the one it started with.

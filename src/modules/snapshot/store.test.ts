@@ -137,10 +137,13 @@ describe.skipIf(!TEST_REDIS_URL)('snapshot-changed over Redis (needs TEST_REDIS_
     const marker = await rewritePrices()
     await publishSnapshotChanged(cliRedis, testLogger)
 
-    const body: any = await eventually(async () => {
-      const answer: any = await (await server.get(path, { headers: { 'x-api-key': key } })).json()
-      return lowPrices(answer.data).has(marker) && answer
-    }, { what: 'the node answering the new prices' })
+    const body: any = await eventually(
+      async () => {
+        const answer: any = await (await server.get(path, { headers: { 'x-api-key': key } })).json()
+        return lowPrices(answer.data).has(marker) && answer
+      },
+      { what: 'the node answering the new prices' },
+    )
     expect(lowPrices(body.data)).toEqual(new Set([marker]))
     const after = await server.get(path, { headers: { 'x-api-key': key, 'if-none-match': etag } })
     expect(after.status).toBe(200)

@@ -109,10 +109,7 @@ export function snapshotStore(deps: {
     builtFrom = copy ? 'redis' : 'postgres'
     if (!copy) writeCopy(source)
     if (next.version !== current?.version) {
-      deps.logger.info(
-        { version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs, source: builtFrom },
-        'price snapshot built',
-      )
+      deps.logger.info({ version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs, source: builtFrom }, 'price snapshot built')
     }
     current = next
     // The rows read and the snapshot replaced are garbage once this returns, several hundred MB on

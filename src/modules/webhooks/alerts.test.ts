@@ -1,14 +1,14 @@
 import { afterEach, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import fc from 'fast-check'
+import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testClock, testLogger } from '../../../test/helpers/db'
+import { TEST_DATABASE_URL, TEST_NOW } from '../../../test/helpers/env'
+import { eventually } from '../../../test/helpers/eventually'
 import { type Database, openPostgres } from '../../db/client'
 import { runSyncJob } from '../../jobs/sync-job'
 import { createDemoSource } from '../../modules/ingest/sources/demo'
 import { clockWithWall, utcDate } from '../../shared/clock'
 import { createLogger } from '../../shared/logger'
-import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testClock, testLogger } from '../../../test/helpers/db'
-import { TEST_DATABASE_URL, TEST_NOW } from '../../../test/helpers/env'
-import { eventually } from '../../../test/helpers/eventually'
 import { catchUpAlerts, evaluateAlerts, webhookAlertHook } from './alerts'
 
 // Prices are set by hand on the seeded tiny catalog (as a sync would commit them), except in the
@@ -56,17 +56,11 @@ async function alertFixture(db: Database) {
         from cards c join games g on g.id = c.game_id join card_prices cp on cp.card_id = c.id
         group by c.id, c.name order by c.id`,
   )
-  const [account] = await selectRows<{ id: number }>(
-    db,
-    sql`insert into accounts (email, password_hash, tier) values ('alerts@example.com', 'not a hash', 'pro') returning id`,
-  )
+  const [account] = await selectRows<{ id: number }>(db, sql`insert into accounts (email, password_hash, tier) values ('alerts@example.com', 'not a hash', 'pro') returning id`)
   const used = new Set<number>()
   const primaryOf = (card: CardFixture) => card.printings[0]!
   const marketPrice = async (card: CardFixture, printing = primaryOf(card)) => {
-    const [row] = await selectRows<{ price: number | null }>(
-      db,
-      sql`select market_price as price from card_prices where card_id = ${card.id} and printing = ${printing}`,
-    )
+    const [row] = await selectRows<{ price: number | null }>(db, sql`select market_price as price from card_prices where card_id = ${card.id} and printing = ${printing}`)
     return row!.price
   }
   return {
@@ -356,8 +350,7 @@ describe('atomicity', () => {
         await setPrice(card, walk[step]!)
         const results = await Promise.all([left, right].map((side) => evaluateAlerts(side!, { now: TEST_NOW, cardIds: [card.id] })))
         const crossingNow = watched.filter(
-          ({ condition, threshold }) =>
-            crossings(condition, threshold, 10, walk.slice(0, step + 1)).length > crossings(condition, threshold, 10, walk.slice(0, step)).length,
+          ({ condition, threshold }) => crossings(condition, threshold, 10, walk.slice(0, step + 1)).length > crossings(condition, threshold, 10, walk.slice(0, step)).length,
         )
         expect(results[0]!.fired + results[1]!.fired).toBe(crossingNow.length)
       }
@@ -370,45 +363,44 @@ describe('atomicity', () => {
     }
   })
 
-  test.skipIf(!TEST_DATABASE_URL)('two processes blocked on the same webhook row: the one that goes second finds the crossing fired', async () => {
-    const [first, second, holder] = await Promise.all([1, 2, 3].map(() => openPostgres(database.url!, { max: 1 })))
-    try {
-      const card = freshCard()
-      await setPrice(card, 10)
-      const webhook = await addWebhook(card, 'above', 11)
-      await setPrice(card, 11)
+  test.skipIf(!TEST_DATABASE_URL)(
+    'two processes blocked on the same webhook row: the one that goes second finds the crossing fired',
+    async () => {
+      const [first, second, holder] = await Promise.all([1, 2, 3].map(() => openPostgres(database.url!, { max: 1 })))
+      try {
+        const card = freshCard()
+        await setPrice(card, 10)
+        const webhook = await addWebhook(card, 'above', 11)
+        await setPrice(card, 11)
 
-      // A third connection holds the row until both evaluations are waiting for it, so both
-      // started before either could write.
-      let release!: () => void
-      const released = new Promise<void>((resolve) => (release = resolve))
-      let locked!: () => void
-      const isLocked = new Promise<void>((resolve) => (locked = resolve))
-      const holding = holder!.db.transaction(async (tx) => {
-        await tx.execute(sql`select id from webhooks where id = ${webhook} for update`)
-        locked()
-        await released
-      })
-      await isLocked
-      const racing = [first!, second!].map((handle) => evaluateAlerts(handle.db, { now: TEST_NOW, cardIds: [card.id] }))
-      const waiting = async () =>
-        (
-          await selectRows<{ n: number }>(
-            db,
-            sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
-          )
-        )[0]!.n
-      await eventually(async () => (await waiting()) >= 2, { what: 'both evaluations waiting for the row' })
-      release()
-      await holding
-      const results = await Promise.all(racing)
-      expect(results.map((result) => result.fired).sort()).toEqual([0, 1])
-      expect(await entries(webhook)).toHaveLength(1)
-      expect(await state(webhook)).toMatchObject({ armed: false })
-    } finally {
-      await Promise.all([first, second, holder].map((handle) => handle!.close()))
-    }
-  }, 30_000)
+        // A third connection holds the row until both evaluations are waiting for it, so both
+        // started before either could write.
+        let release!: () => void
+        const released = new Promise<void>((resolve) => (release = resolve))
+        let locked!: () => void
+        const isLocked = new Promise<void>((resolve) => (locked = resolve))
+        const holding = holder!.db.transaction(async (tx) => {
+          await tx.execute(sql`select id from webhooks where id = ${webhook} for update`)
+          locked()
+          await released
+        })
+        await isLocked
+        const racing = [first!, second!].map((handle) => evaluateAlerts(handle.db, { now: TEST_NOW, cardIds: [card.id] }))
+        const waiting = async () =>
+          (await selectRows<{ n: number }>(db, sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`))[0]!.n
+        await eventually(async () => (await waiting()) >= 2, { what: 'both evaluations waiting for the row' })
+        release()
+        await holding
+        const results = await Promise.all(racing)
+        expect(results.map((result) => result.fired).sort()).toEqual([0, 1])
+        expect(await entries(webhook)).toHaveLength(1)
+        expect(await state(webhook)).toMatchObject({ armed: false })
+      } finally {
+        await Promise.all([first, second, holder].map((handle) => handle!.close()))
+      }
+    },
+    30_000,
+  )
 
   /** A database of its own whose outbox refuses alerts until `allow()`, with one webhook due to fire and one to re-arm. */
   async function outboxRefusingAlerts() {
@@ -574,7 +566,14 @@ describe('property: alerts match the crossings', () => {
             for (let i = 0; i < step.evaluations; i++) await evaluate([card.id])
           }
           const written = (await entries(webhook)).map((entry) => JSON.parse(entry.payload).current_price)
-          expect(written).toEqual(crossings(condition, threshold, start, walk.map((step) => step.price)))
+          expect(written).toEqual(
+            crossings(
+              condition,
+              threshold,
+              start,
+              walk.map((step) => step.price),
+            ),
+          )
         },
       ),
       { numRuns: 40 },

@@ -1,10 +1,11 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import fc from 'fast-check'
-import { systemClock } from '../../shared/clock'
 import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { queueDelivery, seedWebhook, TEST_WEBHOOK_KEY, webhookOwner } from '../../../test/helpers/webhooks'
-import { formatDuration, HISTORY_KEPT_MS, pruneDeliveryHistory, RETRY_DELAYS_MS, RETRY_JITTER, retryBackoff } from './delivery'
+import { systemClock } from '../../shared/clock'
+import { formatDuration, HISTORY_KEPT_MS, RETRY_DELAYS_MS, RETRY_JITTER, retryBackoff } from './delivery'
+import { pruneDeliveryHistory } from './delivery-repo'
 import { createSecretBox } from './secret-box'
 
 describe('retryBackoff', () => {

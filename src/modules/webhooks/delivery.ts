@@ -1,21 +1,22 @@
-import { and, eq, inArray, lt, ne, type SQL, sql } from 'drizzle-orm'
-import { type Database, type Executor, selectRows } from '../../db/client'
-import { webhookAttempts, webhookDeliveries, webhooks } from '../../db/schema'
-import type { Deps } from '../../deps'
-import type { Timer } from '../../shared/clock'
-import { type AttemptRecord, recordAttempt } from './attempts'
+import type { Database } from '../../db/client'
+import type { Clock, Timer } from '../../shared/clock'
+import type { Logger } from '../../shared/logger'
+import type { AttemptRecord } from './attempts-repo'
+import { type Claimed, claimDueDeliveries, pruneDeliveryHistory, recordDead, recordDelivered, recordRetry } from './delivery-repo'
 import { DELIVERY_TIMEOUT_MS, type SendResult, sendSigned } from './send'
 import type { WebhookSettings } from './settings'
 
-export type DeliveryDeps = Pick<Deps, 'db' | 'clock' | 'logger'>
+export interface DeliveryDeps {
+  db: Database
+  clock: Clock
+  logger: Logger
+}
 
 /**
  * Waits before each retry: after the first failed attempt 5 s, then 30 s, 2 min, … About a day
  * from the first attempt to the last (11 attempts); then the webhook is disabled.
  */
-export const RETRY_DELAYS_MS: readonly number[] = [
-  5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 28_800_000,
-]
+export const RETRY_DELAYS_MS: readonly number[] = [5_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 28_800_000]
 /** Each wait is moved by up to this share either way, so receivers that failed together are not retried together. */
 export const RETRY_JITTER = 0.2
 /** How long past an attempt's timeout its claim lasts: time to open the secret and record the outcome. */
@@ -23,7 +24,6 @@ export const CLAIM_MARGIN_MS = 5_000
 /** Attempts, and delivered or dead outbox entries, are kept this long. */
 export const HISTORY_KEPT_MS = 30 * 86_400_000
 const PRUNE_EVERY_MS = 3_600_000
-const PRUNE_BATCH = 5_000
 
 /** The wait before the next attempt after `failedAttempts` attempts failed; null when retries are exhausted. */
 export type Backoff = (failedAttempts: number) => number | null
@@ -61,22 +61,8 @@ export interface DeliveryWorker {
   drain(): Promise<void>
 }
 
-/** A claimed outbox entry with what its attempt needs. */
-interface Claimed {
-  id: number
-  webhook_id: number
-  event_id: string
-  event: string
-  payload: string
-  /** This attempt's number: the entry's `attempts` after the claim. */
-  attempts: number
-  url: string
-  secret_ciphertext: string
-  created_ms: number
-}
-
 /**
- * The delivery worker of the webhook outbox (docs/decisions.md "When an alert fires"), run on the leader. It claims due
+ * The delivery worker of the webhook outbox (docs/adr/0059-when-an-alert-fires.md), run on the leader. It claims due
  * entries in one short statement (`FOR UPDATE SKIP LOCKED`) that moves each entry's
  * `next_attempt_at` past its attempt's bound, so no lock or transaction is held during HTTP, and
  * an attempt whose worker died is retried once its claim lapses: delivery is at least once, with
@@ -106,23 +92,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
     const now = clock.now()
     const claimUntil = new Date(now.getTime() + timeoutMs + CLAIM_MARGIN_MS)
     // A claim of ours can only lapse under a stalled event loop; never send the same entry twice at once from here.
-    const mine: SQL = inFlight.size > 0 ? sql`and d.id not in (${sql.join([...inFlight.keys()].map((id) => sql`${id}`), sql`, `)})` : sql``
-    return selectRows<Claimed>(
-      db,
-      sql`with due as (
-            select d.id from webhook_deliveries d join webhooks w on w.id = d.webhook_id
-            where d.status = 'pending' and d.next_attempt_at <= ${now.toISOString()}::timestamptz and w.is_active ${mine}
-            order by d.next_attempt_at, d.id
-            limit ${slots}
-            for update of d skip locked
-          )
-          update webhook_deliveries d
-          set next_attempt_at = ${claimUntil.toISOString()}::timestamptz, attempts = d.attempts + 1
-          from due, webhooks w
-          where d.id = due.id and w.id = d.webhook_id
-          returning d.id::float8 as id, d.webhook_id, d.event_id, d.event, d.payload, d.attempts, w.url, w.secret_ciphertext,
-                    (extract(epoch from d.created_at) * 1000)::float8 as created_ms`,
-    )
+    return claimDueDeliveries(db, { now, claimUntil, slots, exclude: [...inFlight.keys()] })
   }
 
   /** Claims into every free slot; returns how many entries it claimed. Concurrent calls share one run. */
@@ -185,10 +155,7 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
     if (secret === undefined) {
       result = { delivered: false, statusCode: null, durationMs: 0, error: 'the signing secret could not be opened on the server' }
     } else {
-      result = await sendSigned(
-        { url: entry.url, secret, eventId: entry.event_id, body: entry.payload, at },
-        { ...targets, timeoutMs, clock },
-      )
+      result = await sendSigned({ url: entry.url, secret, eventId: entry.event_id, body: entry.payload, at }, { ...targets, timeoutMs, clock })
     }
     try {
       await settle(entry, at, result)
@@ -203,63 +170,21 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
   /** Writes the attempt's outcome. Guarded by the attempt number: a claim that lapsed and was taken again is not overwritten. */
   async function settle(entry: Claimed, at: Date, result: SendResult) {
     const now = clock.now()
-    const thisAttempt = and(eq(webhookDeliveries.id, entry.id), eq(webhookDeliveries.attempts, entry.attempts), eq(webhookDeliveries.status, 'pending'))
     const base = { webhookId: entry.webhook_id, deliveryId: entry.id, eventId: entry.event_id, event: entry.event as AttemptRecord['event'], attempt: entry.attempts, at, result }
     if (result.delivered) {
-      await db.transaction(async (tx) => {
-        const updated = await tx
-          .update(webhookDeliveries)
-          .set({ status: 'delivered', deliveredAt: now, lastStatusCode: result.statusCode, lastError: null })
-          .where(thisAttempt)
-          .returning({ id: webhookDeliveries.id })
-        // Only when there is something to reset: deliveries to one webhook in parallel need not queue on its row.
-        if (updated.length > 0) {
-          await tx
-            .update(webhooks)
-            .set({ consecutiveFailures: 0 })
-            .where(and(eq(webhooks.id, entry.webhook_id), ne(webhooks.consecutiveFailures, 0)))
-        }
-        await recordAttempt(tx, base)
-      })
+      await recordDelivered(db, entry, now, result.statusCode, base)
       return
     }
     const delay = backoff(entry.attempts)
     const failure = { lastStatusCode: result.statusCode, lastError: result.error ?? 'failed' }
     if (delay !== null) {
-      const nextRetryAt = new Date(now.getTime() + delay)
-      await db.transaction(async (tx) => {
-        const updated = await tx
-          .update(webhookDeliveries)
-          .set({ ...failure, nextAttemptAt: nextRetryAt })
-          .where(thisAttempt)
-          .returning({ id: webhookDeliveries.id })
-        if (updated.length > 0) await countFailure(tx, entry.webhook_id)
-        await recordAttempt(tx, { ...base, nextRetryAt })
-      })
+      await recordRetry(db, entry, failure, { ...base, nextRetryAt: new Date(now.getTime() + delay) })
       return
     }
     const reason = `disabled after every delivery attempt failed for ${formatDuration(now.getTime() - entry.created_ms)} (${entry.attempts} attempts); last error: ${failure.lastError}`
-    await db.transaction(async (tx) => {
-      const updated = await tx
-        .update(webhookDeliveries)
-        .set({ ...failure, status: 'dead' })
-        .where(thisAttempt)
-        .returning({ id: webhookDeliveries.id })
-      if (updated.length > 0) {
-        await countFailure(tx, entry.webhook_id)
-        const [disabled] = await tx
-          .update(webhooks)
-          .set({ isActive: false, disabledAt: now, disabledReason: reason })
-          .where(and(eq(webhooks.id, entry.webhook_id), eq(webhooks.isActive, true)))
-          .returning({ id: webhooks.id })
-        await tx
-          .update(webhookDeliveries)
-          .set({ status: 'dead', lastError: 'not sent: the webhook was disabled after sustained delivery failure' })
-          .where(and(eq(webhookDeliveries.webhookId, entry.webhook_id), eq(webhookDeliveries.status, 'pending')))
-        if (disabled) logger.warn({ webhookId: entry.webhook_id, attempts: entry.attempts }, 'webhook disabled after sustained delivery failure')
-      }
-      await recordAttempt(tx, base)
-    })
+    if (await recordDead(db, entry, failure, now, reason, base)) {
+      logger.warn({ webhookId: entry.webhook_id, attempts: entry.attempts }, 'webhook disabled after sustained delivery failure')
+    }
   }
 
   function maybePrune() {
@@ -307,40 +232,6 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
         }
       }
     },
-  }
-}
-
-async function countFailure(tx: Executor, webhookId: number) {
-  await tx
-    .update(webhooks)
-    .set({ consecutiveFailures: sql`${webhooks.consecutiveFailures} + 1` })
-    .where(eq(webhooks.id, webhookId))
-}
-
-/** Removes attempts, and delivered or dead outbox entries (their attempts with them), older than `before`; returns how many rows went. */
-export async function pruneDeliveryHistory(db: Database, before: Date): Promise<number> {
-  let removed = 0
-  for (;;) {
-    // In batches, so no statement holds many row locks for long.
-    const attempts = await db
-      .delete(webhookAttempts)
-      .where(inArray(webhookAttempts.id, db.select({ id: webhookAttempts.id }).from(webhookAttempts).where(lt(webhookAttempts.attemptedAt, before)).limit(PRUNE_BATCH)))
-      .returning({ id: webhookAttempts.id })
-    const deliveries = await db
-      .delete(webhookDeliveries)
-      .where(
-        inArray(
-          webhookDeliveries.id,
-          db
-            .select({ id: webhookDeliveries.id })
-            .from(webhookDeliveries)
-            .where(and(ne(webhookDeliveries.status, 'pending'), lt(webhookDeliveries.createdAt, before)))
-            .limit(PRUNE_BATCH),
-        ),
-      )
-      .returning({ id: webhookDeliveries.id })
-    removed += attempts.length + deliveries.length
-    if (attempts.length < PRUNE_BATCH && deliveries.length < PRUNE_BATCH) return removed
   }
 }
 

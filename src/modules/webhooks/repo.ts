@@ -2,7 +2,7 @@ import { and, asc, count, desc, eq, sql } from 'drizzle-orm'
 import type { Executor } from '../../db/client'
 import { accounts, cards, games, webhookAttempts, webhooks } from '../../db/schema'
 import type { Page } from '../../shared/model'
-import { primaryPrice } from '../catalog/repo'
+import { primaryPrice } from '../catalog/queries'
 import type { Condition } from './model'
 
 /** Locks the account row for the rest of the transaction: creates of one account take turns at the limit check. */
@@ -38,10 +38,7 @@ export interface NewWebhook {
 }
 
 export async function insertWebhook(db: Executor, values: NewWebhook) {
-  const [row] = await db
-    .insert(webhooks)
-    .values(values)
-    .returning({ id: webhooks.id, isActive: webhooks.isActive, createdAt: webhooks.createdAt })
+  const [row] = await db.insert(webhooks).values(values).returning({ id: webhooks.id, isActive: webhooks.isActive, createdAt: webhooks.createdAt })
   return row!
 }
 

@@ -2,17 +2,17 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import fc from 'fast-check'
 import { Webhook } from 'standardwebhooks'
+import { startWebhookReceiver } from '../../../test/fixtures/webhook-receiver'
 import { accountWithKey, type TestAccount } from '../../../test/helpers/auth'
 import { freshDatabase, PRIMARY_PRINTING_FIRST, selectRows, testLogger } from '../../../test/helpers/db'
 import { startServer } from '../../../test/helpers/server'
-import { startWebhookReceiver } from '../../../test/fixtures/webhook-receiver'
 import { testWebhookSettings } from '../../../test/helpers/webhooks'
 import { systemClock } from '../../shared/clock'
 import { setTier } from '../auth/accounts'
 import type { Tier } from '../auth/tiers'
-import { recordAttempt } from './attempts'
-import { initiallyArmed, MAX_WEBHOOKS, PING_LIMIT } from './service'
+import { recordAttempt } from './attempts-repo'
 import { DELIVERY_TIMEOUT_MS } from './send'
+import { initiallyArmed, MAX_WEBHOOKS, PING_LIMIT } from './service'
 import { systemResolver } from './target-guard'
 
 // Webhook management over real HTTP on the seeded catalog. The servers run on the real clock: test
@@ -84,9 +84,7 @@ describe('create', () => {
 
     const listed = await list(owner)
     const { secret: _, message: __, ...fields } = created
-    expect(listed).toEqual([
-      { ...fields, last_triggered_at: null, last_delivery: null, disabled_at: null, disabled_reason: null },
-    ])
+    expect(listed).toEqual([{ ...fields, last_triggered_at: null, last_delivery: null, disabled_at: null, disabled_reason: null }])
     expect(JSON.stringify(listed)).not.toContain(created.secret)
   })
 
@@ -203,7 +201,13 @@ describe('create', () => {
     expect((await json(unknown)).error).toEqual({ code: 'NOT_FOUND', message: `Card ${UNKNOWN_CARD} not found` })
 
     for (const cookie of [undefined, 'session=forged']) {
-      for (const [method, path] of [['POST', '/v1/webhooks'], ['GET', '/v1/webhooks'], ['DELETE', '/v1/webhooks/1'], ['GET', '/v1/webhooks/1/deliveries'], ['POST', '/v1/webhooks/1/test']]) {
+      for (const [method, path] of [
+        ['POST', '/v1/webhooks'],
+        ['GET', '/v1/webhooks'],
+        ['DELETE', '/v1/webhooks/1'],
+        ['GET', '/v1/webhooks/1/deliveries'],
+        ['POST', '/v1/webhooks/1/test'],
+      ]) {
         const response = await call(method!, path!, { cookie, body: method === 'POST' && path === '/v1/webhooks' ? validBody() : undefined })
         expect({ method, path, status: response.status }).toEqual({ method, path, status: 401 })
         expect((await json(response)).error.code).toBe('UNAUTHORIZED')
@@ -245,9 +249,7 @@ describe('create', () => {
 
   test(`30 concurrent creates leave exactly ${MAX_WEBHOOKS}`, async () => {
     const who = await account('business')
-    const responses = await Promise.all(
-      Array.from({ length: 30 }, (_, n) => call('POST', '/v1/webhooks', { cookie: who.cookie, body: validBody({ threshold: n + 1 }) })),
-    )
+    const responses = await Promise.all(Array.from({ length: 30 }, (_, n) => call('POST', '/v1/webhooks', { cookie: who.cookie, body: validBody({ threshold: n + 1 }) })))
     const statuses = responses.map((r) => r.status).sort()
     expect(statuses.filter((s) => s === 201)).toHaveLength(MAX_WEBHOOKS)
     expect(statuses.filter((s) => s === 409)).toHaveLength(30 - MAX_WEBHOOKS)
@@ -340,7 +342,11 @@ describe('tenancy: accounts never see or touch each other’s webhooks', () => {
     const hers = await create(alice)
     await create(bob)
     expect((await list(bob)).map((w: any) => w.id)).not.toContain(hers.id)
-    for (const [method, path] of [['DELETE', `/v1/webhooks/${hers.id}`], ['GET', `/v1/webhooks/${hers.id}/deliveries`], ['POST', `/v1/webhooks/${hers.id}/test`]]) {
+    for (const [method, path] of [
+      ['DELETE', `/v1/webhooks/${hers.id}`],
+      ['GET', `/v1/webhooks/${hers.id}/deliveries`],
+      ['POST', `/v1/webhooks/${hers.id}/test`],
+    ]) {
       const response = await call(method!, path!, { cookie: bob.cookie })
       expect({ path, status: response.status }).toEqual({ path, status: 404 })
       expect((await json(response)).error).toEqual({ code: 'NOT_FOUND', message: `Webhook ${hers.id} not found` })
@@ -356,7 +362,11 @@ describe('SSRF: targets on non-public addresses are refused at creation', () => 
   // A resolver that knows two names of its own and asks the system for the rest.
   const resolve = async (host: string) => {
     if (host === 'intranet.example') return [{ address: '10.20.30.40', family: 4 }]
-    if (host === 'split.example') return [{ address: '93.184.215.14', family: 4 }, { address: 'fd00::1', family: 6 }]
+    if (host === 'split.example')
+      return [
+        { address: '93.184.215.14', family: 4 },
+        { address: 'fd00::1', family: 6 },
+      ]
     if (host === 'public.example') return [{ address: '93.184.215.14', family: 4 }]
     return systemResolver(host)
   }
@@ -502,6 +512,7 @@ describe('test pings', () => {
 
   test('a receiver that never answers: the ping gives up after the delivery timeout and still answers, however short the request timeout', async () => {
     // Real time throughout: the request timeout under test is Bun's own idle timeout.
+    // biome-ignore lint/suspicious/noThenProperty: the receiver's option for every reply after the scripted ones
     const hanging = await startWebhookReceiver({ then: { kind: 'hang' } })
     afterAll(() => hanging.stop(), 30_000)
     const impatient = startServer({ db, redis: undefined, logger: testLogger, clock: systemClock, webhooks: settings, config: { requestTimeoutSeconds: 2 } })
@@ -598,7 +609,11 @@ describe('deliveries', () => {
       expect({ query, status: response.status }).toEqual({ query, status: 400 })
     }
     const fresh = await create(who)
-    expect(await page('').then(() => call('GET', `/v1/webhooks/${fresh.id}/deliveries`, { cookie: who.cookie })).then(json)).toEqual({
+    expect(
+      await page('')
+        .then(() => call('GET', `/v1/webhooks/${fresh.id}/deliveries`, { cookie: who.cookie }))
+        .then(json),
+    ).toEqual({
       data: [],
       meta: { total: 0, page: 1, per_page: 50, has_more: false },
     })
@@ -612,7 +627,14 @@ describe('delete', () => {
     const kept = await create(who)
     for (const id of [created.id, kept.id]) {
       await db.execute(sql`insert into webhook_deliveries (webhook_id, event_id, event, payload) values (${id}, ${`msg_outbox${id}`}, 'price_alert', '{}')`)
-      await recordAttempt(db, { webhookId: id, eventId: `msg_outbox${id}`, event: 'price_alert', attempt: 1, at: systemClock.now(), result: { delivered: false, statusCode: 500, durationMs: 5 } })
+      await recordAttempt(db, {
+        webhookId: id,
+        eventId: `msg_outbox${id}`,
+        event: 'price_alert',
+        attempt: 1,
+        at: systemClock.now(),
+        result: { delivered: false, statusCode: 500, durationMs: 5 },
+      })
     }
     const response = await call('DELETE', `/v1/webhooks/${created.id}`, { cookie: who.cookie })
     expect(response.status).toBe(200)
@@ -637,7 +659,10 @@ describe('list', () => {
     const second = await create(who, { threshold: 2 })
     await db.execute(sql`update webhooks set last_triggered_at = '2026-11-20T03:00:00Z', is_active = false,
       disabled_at = '2026-11-21T03:00:00Z', disabled_reason = 'no successful delivery for a day' where id = ${second.id}`)
-    for (const [n, status] of [[1, 500], [2, 502]] as const) {
+    for (const [n, status] of [
+      [1, 500],
+      [2, 502],
+    ] as const) {
       await recordAttempt(db, {
         webhookId: second.id,
         eventId: `msg_list${n}`,

@@ -1,23 +1,14 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
-import { models } from '../../shared/models-plugin'
 import { toPage } from '../../shared/model'
+import { models } from '../../shared/models-plugin'
 import { authGuard } from '../auth/guard'
 import { Message } from '../auth/model'
 import type { AuthRuntime } from '../auth/runtime'
 import { minimumTier, TIER_POLICY } from '../auth/tiers'
 import { CreatedWebhook, CreateWebhookBody, DeliveriesPage, DeliveriesQuery, PingResult, WebhookIdParams, WebhookListItem } from './model'
 import { DELIVERY_TIMEOUT_MS } from './send'
-import {
-  createWebhook,
-  deleteWebhook,
-  listDeliveries,
-  listWebhooks,
-  MAX_WEBHOOKS,
-  PING_LIMIT,
-  sendTestPing,
-  type WebhookDeps,
-} from './service'
+import { createWebhook, deleteWebhook, listDeliveries, listWebhooks, MAX_WEBHOOKS, PING_LIMIT, sendTestPing, type WebhookDeps } from './service'
 import type { WebhookSettings } from './settings'
 
 const SESSION_ERRORS = { 401: 'Error', 403: 'Error', 415: 'Error' } as const
@@ -90,26 +81,22 @@ export function webhookRoutes(auth: AuthRuntime, settings: WebhookSettings) {
         detail: {
           tags: ['Webhooks'],
           summary: 'Delete a webhook',
-          description: 'On any tier. Alerts not yet delivered are dropped with it, and so is its delivery log. Another account\'s webhook is 404, like a missing one.',
+          description: "On any tier. Alerts not yet delivered are dropped with it, and so is its delivery log. Another account's webhook is 404, like a missing one.",
         },
       },
     )
-    .get(
-      '/v1/webhooks/:webhookId/deliveries',
-      async ({ params, query, session }) => listDeliveries(auth.db, session.account.id, params.webhookId, toPage(query)),
-      {
-        session: true,
-        params: WebhookIdParams,
-        query: DeliveriesQuery,
-        response: { 200: DeliveriesPage, 400: 'Error', 401: 'Error', 404: 'Error' },
-        detail: {
-          tags: ['Webhooks'],
-          summary: "A webhook's delivery attempts",
-          description:
-            'Every attempt to deliver a price alert or a test ping, newest first, on any tier: outcome, status code, duration, the error and when a failed event is tried again. Recent attempts only: older ones are removed after a while. Another account\'s webhook is 404.',
-        },
+    .get('/v1/webhooks/:webhookId/deliveries', async ({ params, query, session }) => listDeliveries(auth.db, session.account.id, params.webhookId, toPage(query)), {
+      session: true,
+      params: WebhookIdParams,
+      query: DeliveriesQuery,
+      response: { 200: DeliveriesPage, 400: 'Error', 401: 'Error', 404: 'Error' },
+      detail: {
+        tags: ['Webhooks'],
+        summary: "A webhook's delivery attempts",
+        description:
+          "Every attempt to deliver a price alert or a test ping, newest first, on any tier: outcome, status code, duration, the error and when a failed event is tried again. Recent attempts only: older ones are removed after a while. Another account's webhook is 404.",
       },
-    )
+    })
     .post(
       '/v1/webhooks/:webhookId/test',
       async ({ params, session, request, server }) => {

@@ -87,9 +87,7 @@ describe('loadSecretBox', () => {
   test('embedded: a damaged key file stops the start with a message naming it', async () => {
     const dataDir = await tempDir()
     await writeFile(join(dataDir, EMBEDDED_KEY_FILE), 'not a key\n')
-    await expect(loadSecretBox({ webhookSecretKey: undefined, databaseUrl: undefined, dataDir }, createLogger('silent'))).rejects.toThrow(
-      EMBEDDED_KEY_FILE,
-    )
+    await expect(loadSecretBox({ webhookSecretKey: undefined, databaseUrl: undefined, dataDir }, createLogger('silent'))).rejects.toThrow(EMBEDDED_KEY_FILE)
   })
 
   test('PostgreSQL without a key: no box, and a warning naming WEBHOOK_SECRET_KEY', async () => {

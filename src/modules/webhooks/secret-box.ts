@@ -1,6 +1,5 @@
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { Config } from '../../config'
 import type { Logger } from '../../shared/logger'
 
 /**
@@ -43,7 +42,7 @@ export async function createSecretBox(keyBase64: string): Promise<SecretBox> {
  * kept there (mode 600); else none: the service runs, and creating a webhook answers 503.
  */
 export async function loadSecretBox(
-  config: Pick<Config, 'webhookSecretKey' | 'databaseUrl' | 'dataDir'>,
+  config: { webhookSecretKey: string | undefined; databaseUrl: string | undefined; dataDir: string },
   logger: Logger,
 ): Promise<SecretBox | undefined> {
   if (config.webhookSecretKey) return createSecretBox(config.webhookSecretKey)
@@ -52,7 +51,10 @@ export async function loadSecretBox(
     return undefined
   }
   const path = join(config.dataDir, EMBEDDED_KEY_FILE)
-  let key = await readFile(path, 'utf8').then((text) => text.trim(), () => undefined)
+  let key = await readFile(path, 'utf8').then(
+    (text) => text.trim(),
+    () => undefined,
+  )
   if (key === undefined) {
     key = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64')
     await mkdir(config.dataDir, { recursive: true })

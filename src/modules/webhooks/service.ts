@@ -3,9 +3,9 @@ import type { Clock } from '../../shared/clock'
 import { AppError, notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
 import type { AttemptCounter } from '../auth/login-throttle'
-import type { AccountRow } from '../auth/repo'
 import { minimumTier, TIER_POLICY } from '../auth/tiers'
-import { recordAttempt } from './attempts'
+import type { AccountRow } from '../auth/types'
+import { recordAttempt } from './attempts-repo'
 import type { Condition, CreatedWebhook, CreateWebhookBody, DeliveryAttempt, PingResult, WebhookListItem } from './model'
 import * as repo from './repo'
 import type { SecretBox } from './secret-box'
@@ -14,7 +14,7 @@ import type { WebhookSettings } from './settings'
 import { newEventId, newSigningSecret } from './signing'
 import { checkTargetAtCreation, RefusedTarget } from './target-guard'
 
-/** docs/decisions.md "When an alert fires". */
+/** docs/adr/0059-when-an-alert-fires.md. */
 export const MAX_WEBHOOKS = 25
 
 /** Test pings make outbound requests on demand: at most this many per account in a window. */
@@ -36,18 +36,12 @@ const iso = (instant: Date | null) => instant?.toISOString() ?? null
 function requireWebhookTier(account: Account) {
   if (TIER_POLICY[account.tier].capabilities.has('webhooks')) return
   const needed = TIER_POLICY[minimumTier('webhooks')].label
-  throw new AppError(
-    'TIER_REQUIRED',
-    `Webhooks require a ${needed} subscription or higher; this account is on ${TIER_POLICY[account.tier].label}`,
-  )
+  throw new AppError('TIER_REQUIRED', `Webhooks require a ${needed} subscription or higher; this account is on ${TIER_POLICY[account.tier].label}`)
 }
 
 function requireSecretBox(settings: WebhookSettings): SecretBox {
   if (settings.secrets) return settings.secrets
-  throw new AppError(
-    'SERVICE_UNAVAILABLE',
-    'Webhooks are not available: the server has no WEBHOOK_SECRET_KEY to keep signing secrets with; ask its operator to set it',
-  )
+  throw new AppError('SERVICE_UNAVAILABLE', 'Webhooks are not available: the server has no WEBHOOK_SECRET_KEY to keep signing secrets with; ask its operator to set it')
 }
 
 /**

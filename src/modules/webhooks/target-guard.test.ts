@@ -21,7 +21,11 @@ const resolvingTo =
     addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
 // The machine's clock: a name left to the system resolver may take its lookup's full bound.
 const check = (url: string, policy: TargetPolicy) => checkTargetAtCreation(url, policy, systemClock)
-const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: Error) => error.message)
+const refusal = (promise: Promise<unknown>) =>
+  promise.then(
+    () => 'accepted',
+    (error: Error) => error.message,
+  )
 
 describe('forbiddenAddress', () => {
   test.each([
@@ -224,9 +228,7 @@ describe('checkTargetAtCreation', () => {
 
 describe('at delivery', () => {
   const lookup = (policy: Parameters<typeof guardedLookup>[0], all = true) =>
-    new Promise<unknown>((resolve, reject) =>
-      guardedLookup(policy)('hooks.example', { all }, (error, address) => (error ? reject(error) : resolve(address))),
-    )
+    new Promise<unknown>((resolve, reject) => guardedLookup(policy)('hooks.example', { all }, (error, address) => (error ? reject(error) : resolve(address))))
 
   test('the lookup hands the connection only checked addresses, and refuses a name that now resolves privately (DNS rebinding)', async () => {
     expect(await lookup({ ...strict, resolve: resolvingTo('93.184.215.14') })).toEqual([{ address: '93.184.215.14', family: 4 }])

@@ -124,9 +124,7 @@ export async function checkTargetAtCreation(raw: string, policy: TargetPolicy, c
   const host = hostOf(url)
   if (checkLiteralHost(url, policy)) return url
   const resolve = policy.resolve ?? systemResolver
-  const addresses = await withTimeout(clock, resolve(host), CREATION_LOOKUP_MS, () => new Error(`${host} not resolved in time`)).catch(
-    () => [] as ResolvedAddress[],
-  )
+  const addresses = await withTimeout(clock, resolve(host), CREATION_LOOKUP_MS, () => new Error(`${host} not resolved in time`)).catch(() => [] as ResolvedAddress[])
   refuseAddresses(host, addresses)
   return url
 }
@@ -149,14 +147,14 @@ type LookupCallback = (error: Error | null, address: string | ResolvedAddress[],
 export function guardedLookup(policy: TargetPolicy) {
   const resolve = policy.resolve ?? systemResolver
   return (hostname: string, options: { all?: boolean }, callback: LookupCallback) => {
-    resolve(hostname).then(
-      (addresses) => {
+    resolve(hostname)
+      .then((addresses) => {
         if (!policy.allowPrivateTargets) refuseAddresses(hostname, addresses)
         if (addresses.length === 0) throw new Error(`${hostname} has no address`)
         if (options.all) callback(null, addresses)
         else callback(null, addresses[0]!.address, addresses[0]!.family)
-      },
-    ).catch((error: Error) => callback(error, ''))
+      })
+      .catch((error: Error) => callback(error, ''))
   }
 }
 

@@ -2,14 +2,13 @@ import { describe, expect, test } from 'bun:test'
 import { addDays, systemClock } from '../../../shared/clock'
 import {
   CONDITIONS,
-  PRINTINGS_BY_KIND,
-  SEALED_CONDITION,
   type GameKind,
   type MarketplaceSource,
+  PRINTINGS_BY_KIND,
+  SEALED_CONDITION,
   type SourceGame,
   type SourceListing,
   type SourceListings,
-  type SourcePrice,
   type SourceProduct,
   type SourceSale,
   type SourceSet,
@@ -315,7 +314,7 @@ describe('demo source: products', () => {
     }
   })
 
-  test("sealed products ship as boxes or cases; cards ship as cards", async () => {
+  test('sealed products ship as boxes or cases; cards ship as cards', async () => {
     const catalog = await tinyCatalog
     for (const product of catalog.products) {
       const sealed = product.productType === 'Sealed Products'
@@ -351,9 +350,7 @@ describe('demo source: products', () => {
     expect(await statuses(upcoming.releaseDate)).toEqual(new Set([1]))
     // Only the status moves with the clock: the products are otherwise the same.
     const strip = (products: DemoProduct[]) => products.map(({ productStatusId: _, ...product }) => product)
-    expect(strip(await onDay(upcoming.releaseDate).listProducts(upcoming.groupId))).toEqual(
-      strip(catalog.products.filter((product) => product.groupId === upcoming.groupId)),
-    )
+    expect(strip(await onDay(upcoming.releaseDate).listProducts(upcoming.groupId))).toEqual(strip(catalog.products.filter((product) => product.groupId === upcoming.groupId)))
   })
 
   test('some creature cards have a fourth attack; Charizard always has attack1 to attack4', async () => {
@@ -377,7 +374,9 @@ describe('demo source: products', () => {
     for (const catalog of [await tinyCatalog, await loadCatalog(tinySource(7))]) {
       const seen = new Set(catalog.products.flatMap((product) => product.printings.map((printing) => `${kindOf(catalog, product)}|${printing}`)))
       // 'other' is not in the spec's table (its games use Normal and Foil, as the mana kind does).
-      const expected = Object.entries(PRINTINGS_BY_KIND).filter(([kind]) => kind !== 'other').flatMap(([kind, names]) => names.map((name) => `${kind}|${name}`))
+      const expected = Object.entries(PRINTINGS_BY_KIND)
+        .filter(([kind]) => kind !== 'other')
+        .flatMap(([kind, names]) => names.map((name) => `${kind}|${name}`))
       expect(expected.filter((key) => !seen.has(key))).toEqual([])
     }
   })
@@ -456,9 +455,7 @@ describe('demo source: prices', () => {
     const source = tinySource()
     const groups = groupIds(catalog)
     const days = daysBefore(TODAY, 45)
-    const byDay = await Promise.all(
-      days.map(async (date) => new Map((await pricesOn(source, groups, date)).map((price) => [printingKey(price), price]))),
-    )
+    const byDay = await Promise.all(days.map(async (date) => new Map((await pricesOn(source, groups, date)).map((price) => [printingKey(price), price]))))
     let dailyPairs = 0
     let bigDailyMoves = 0
     // Rounding alone moves cent-priced cards by 30%, so count spikes only on cards worth a dollar.
@@ -503,10 +500,12 @@ describe('demo source: prices', () => {
     const prices = await pricesOn(source, groupIds(catalog), TODAY)
     const productById = new Map(catalog.products.map((product) => [product.productId, product]))
     const midsWhere = (predicate: (product: SourceProduct) => boolean) =>
-      prices.filter((price) => {
-        const product = productById.get(price.productId)
-        return product !== undefined && predicate(product)
-      }).map((price) => price.midPrice)
+      prices
+        .filter((price) => {
+          const product = productById.get(price.productId)
+          return product !== undefined && predicate(product)
+        })
+        .map((price) => price.midPrice)
     const boxes = midsWhere((product) => product.name.endsWith('Booster Box') && product.shippingCategoryId === 3)
     const cases = midsWhere((product) => product.shippingCategoryId === 4)
     const commons = midsWhere((product) => product.rarity === 'Common')
@@ -644,7 +643,7 @@ describe('demo source: live listings', () => {
     expect(deeper.length).toBeGreaterThan(0)
   })
 
-  test('depth follows the product\'s popularity', async () => {
+  test("depth follows the product's popularity", async () => {
     const { products } = await tinyCatalog
     const answers = await listingsOf(tinySource(), products)
     const depths = answers.map(({ conditionCounts }) => Object.values(conditionCounts).reduce((a, b) => a + (b ?? 0), 0))
@@ -658,7 +657,7 @@ describe('demo source: live listings', () => {
     expect(meanDepth(byPopularity.slice(-quarter))).toBeGreaterThan(5 * meanDepth(byPopularity.slice(0, quarter)))
   })
 
-  test('asking prices track the printing\'s market value that day, cheaper for worse conditions', async () => {
+  test("asking prices track the printing's market value that day, cheaper for worse conditions", async () => {
     const catalog = await tinyCatalog
     const source = tinySource()
     const market = new Map((await pricesOn(source, groupIds(catalog), TODAY)).map((price) => [printingKey(price), price.marketPrice]))
@@ -725,7 +724,7 @@ describe('demo source: live listings', () => {
     expect(traded.some((answer) => answer.listings.length > 0)).toBe(true)
   })
 
-  test('one product\'s listings take microseconds once its set is generated', async () => {
+  test("one product's listings take microseconds once its set is generated", async () => {
     const { products } = await tinyCatalog
     const source = tinySource()
     await listingsOf(source, products.slice(0, 20))

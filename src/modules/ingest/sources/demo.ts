@@ -11,6 +11,7 @@ import {
   type GameKind,
   type ListingCondition,
   type MarketplaceSource,
+  SEALED_CONDITION,
   type SourceGame,
   type SourceListing,
   type SourceListings,
@@ -18,11 +19,11 @@ import {
   type SourceProduct,
   type SourceSale,
   type SourceSet,
-  SEALED_CONDITION,
 } from '../source'
 
-export type DemoScale = 'tiny' | 'small' | 'medium' | 'large'
-export const DEMO_SCALES: readonly DemoScale[] = ['tiny', 'small', 'medium', 'large']
+import { DEMO_SCALES, type DemoScale } from './demo-scales'
+
+export { DEMO_SCALES, type DemoScale }
 
 export interface DemoSourceOptions {
   scale: DemoScale
@@ -35,7 +36,7 @@ const DEFAULT_SEED = 20250302
 /**
  * The release calendar's anchor: upcoming sets are released after this day, the others on or before
  * it. Fixed, so release dates never move with the clock; whether a set is out yet is the clock's
- * (docs/decisions.md "Presale sets in the demo").
+ * (docs/adr/0103-presale-sets-in-the-demo.md).
  */
 const UPCOMING_AFTER = '2026-11-21'
 /** The marketplace keeps no price history before this day. */
@@ -198,16 +199,56 @@ const MAJOR_GAMES: readonly (readonly [string, GameKind])[] = [
 ]
 
 const MINOR_GAMES: readonly string[] = [
-  'Dragon Ball Super Fusion World', 'Star Wars: Unlimited', 'Weiss Schwarz', 'Cardfight!! Vanguard',
-  'Final Fantasy TCG', 'Force of Will', 'Sorcery: Contested Realm', 'Grand Archive TCG', 'Union Arena',
-  'MetaZoo', 'Universus', 'KeyForge', 'Shadowverse: Evolve', 'Battle Spirits Saga', 'Alpha Clash',
-  'Gate Ruler', 'Dragon Ball Super CCG', 'Star Wars Destiny', 'Transformers TCG', 'WoW TCG', 'Akora',
-  'Gundam Card Game', 'Riftbound', 'Altered', 'Elestrals', 'Bakugan', 'Dragoborne', 'Lightseekers',
-  'Kryptik', 'Argent Saga', 'Zombie World Order', 'Chrono Clash', 'Exodus TCG', 'Hololive OCG',
-  'Godzilla Card Game', 'Build Divide', 'Wixoss', 'Gate of Heaven', 'Battle Scenes',
-  'Digimon Collectible Card Game', 'Duel Masters', 'Future Card Buddyfight', 'Legend of the Five Rings',
-  'Vampire: The Eternal Struggle', 'Android: Netrunner', 'Neopets Battledome', 'Warlord: Saga of the Storm',
-  'Vs. System 2PCG', 'Dice Masters', 'Munchkin CCG',
+  'Dragon Ball Super Fusion World',
+  'Star Wars: Unlimited',
+  'Weiss Schwarz',
+  'Cardfight!! Vanguard',
+  'Final Fantasy TCG',
+  'Force of Will',
+  'Sorcery: Contested Realm',
+  'Grand Archive TCG',
+  'Union Arena',
+  'MetaZoo',
+  'Universus',
+  'KeyForge',
+  'Shadowverse: Evolve',
+  'Battle Spirits Saga',
+  'Alpha Clash',
+  'Gate Ruler',
+  'Dragon Ball Super CCG',
+  'Star Wars Destiny',
+  'Transformers TCG',
+  'WoW TCG',
+  'Akora',
+  'Gundam Card Game',
+  'Riftbound',
+  'Altered',
+  'Elestrals',
+  'Bakugan',
+  'Dragoborne',
+  'Lightseekers',
+  'Kryptik',
+  'Argent Saga',
+  'Zombie World Order',
+  'Chrono Clash',
+  'Exodus TCG',
+  'Hololive OCG',
+  'Godzilla Card Game',
+  'Build Divide',
+  'Wixoss',
+  'Gate of Heaven',
+  'Battle Scenes',
+  'Digimon Collectible Card Game',
+  'Duel Masters',
+  'Future Card Buddyfight',
+  'Legend of the Five Rings',
+  'Vampire: The Eternal Struggle',
+  'Android: Netrunner',
+  'Neopets Battledome',
+  'Warlord: Saga of the Storm',
+  'Vs. System 2PCG',
+  'Dice Masters',
+  'Munchkin CCG',
 ]
 
 /** Where the demo marketplace keeps its pictures (product images live under `product/`). */
@@ -232,8 +273,7 @@ const GAMES: readonly SourceGame[] = [
 
 /**
  * Every game and set has an image; major games and every other minor game also have a logo, and
- * their sets an icon, so the API shows both a known and an unknown one (docs/decisions.md
- * "Images of games and sets"). Decided by position, not the seed: the game list is the same for all.
+ * their sets an icon, so the API shows both a known and an unknown one (docs/adr/0091-images-of-games-and-sets.md). Decided by position, not the seed: the game list is the same for all.
  */
 function hasArtwork(priority: number, categoryId: number): boolean {
   return priority === 3 || categoryId % 2 === 0
@@ -383,12 +423,24 @@ const CARD_ADJECTIVES = words(`
 const CARD_PLACES = words('Deep Wastes Spire Grove Abyss Tides Peaks Marsh Citadel Hollow')
 const ACCENTED_TITLES = words('Éclair Ámbar Lumière Jötunn Señor Zoë Brûlée Øresund Noël Renée')
 const FLAVOR_OPENINGS = [
-  'Where the tide turns,', 'Long after the war,', 'In the silence of the grove,', 'Beneath a broken moon,',
-  'When the forges cooled,', 'At the edge of the map,', 'Before the first dawn,', 'Once the bells fell quiet,',
+  'Where the tide turns,',
+  'Long after the war,',
+  'In the silence of the grove,',
+  'Beneath a broken moon,',
+  'When the forges cooled,',
+  'At the edge of the map,',
+  'Before the first dawn,',
+  'Once the bells fell quiet,',
 ]
 const FLAVOR_CLOSINGS = [
-  'even stone remembers.', 'only the patient survive.', 'the old oaths still bind.', 'something else was listening.',
-  'no one counted the cost.', 'the hunters became the hunted.', 'hope wore iron boots.', 'the sky kept its secrets.',
+  'even stone remembers.',
+  'only the patient survive.',
+  'the old oaths still bind.',
+  'something else was listening.',
+  'no one counted the cost.',
+  'the hunters became the hunted.',
+  'hope wore iron boots.',
+  'the sky kept its secrets.',
 ]
 
 interface Rarity extends Weighted {
@@ -402,26 +454,12 @@ function rarity(name: string, weight: number, tier: number): Rarity {
 }
 
 const RARITIES: Record<GameKind, readonly Rarity[]> = {
-  creature: [
-    rarity('Common', 45, 0), rarity('Uncommon', 28, 1), rarity('Rare', 12, 2),
-    rarity('Holo Rare', 8, 3), rarity('Ultra Rare', 5, 4), rarity('Secret Rare', 2, 5),
-  ],
+  creature: [rarity('Common', 45, 0), rarity('Uncommon', 28, 1), rarity('Rare', 12, 2), rarity('Holo Rare', 8, 3), rarity('Ultra Rare', 5, 4), rarity('Secret Rare', 2, 5)],
   mana: [rarity('Common', 45, 0), rarity('Uncommon', 30, 1), rarity('Rare', 18, 3), rarity('Mythic', 7, 4)],
-  duel: [
-    rarity('Common', 45, 0), rarity('Rare', 20, 1), rarity('Super Rare', 15, 2),
-    rarity('Ultra Rare', 12, 3), rarity('Secret Rare', 6, 4), rarity('Starlight Rare', 2, 5),
-  ],
-  action: [
-    rarity('Common', 45, 0), rarity('Rare', 25, 1), rarity('Super Rare', 15, 2),
-    rarity('Majestic', 8, 3), rarity('Legendary', 5, 4), rarity('Fabled', 2, 5),
-  ],
-  ink: [
-    rarity('Common', 40, 0), rarity('Uncommon', 28, 1), rarity('Rare', 17, 2),
-    rarity('Super Rare', 10, 3), rarity('Legendary', 4, 4), rarity('Enchanted', 1, 5),
-  ],
-  other: [
-    rarity('Common', 45, 0), rarity('Uncommon', 25, 1), rarity('Rare', 18, 2), rarity('Super Rare', 8, 3), rarity('Secret Rare', 4, 5),
-  ],
+  duel: [rarity('Common', 45, 0), rarity('Rare', 20, 1), rarity('Super Rare', 15, 2), rarity('Ultra Rare', 12, 3), rarity('Secret Rare', 6, 4), rarity('Starlight Rare', 2, 5)],
+  action: [rarity('Common', 45, 0), rarity('Rare', 25, 1), rarity('Super Rare', 15, 2), rarity('Majestic', 8, 3), rarity('Legendary', 5, 4), rarity('Fabled', 2, 5)],
+  ink: [rarity('Common', 40, 0), rarity('Uncommon', 28, 1), rarity('Rare', 17, 2), rarity('Super Rare', 10, 3), rarity('Legendary', 4, 4), rarity('Enchanted', 1, 5)],
+  other: [rarity('Common', 45, 0), rarity('Uncommon', 25, 1), rarity('Rare', 18, 2), rarity('Super Rare', 8, 3), rarity('Secret Rare', 4, 5)],
 }
 
 /** Log-normal base price per rarity tier (median USD, sigma in log space). */
@@ -438,9 +476,20 @@ const TIER_LISTINGS: readonly number[] = [2.0, 2.2, 2.8, 3.6, 4.6, 5.6]
 const VINTAGE_PREMIUM = 2
 
 const PRINTING_PREMIUM: Readonly<Record<string, number>> = {
-  Normal: 1, Foil: 1.8, Holofoil: 1.6, 'Reverse Holofoil': 1.3, '1st Edition': 2.5, Unlimited: 1, Limited: 0.8,
-  'Rainbow Foil': 1.7, 'Cold Foil': 4, '1st Edition Normal': 2, '1st Edition Rainbow Foil': 3.5,
-  '1st Edition Cold Foil': 8, 'Unlimited Edition Normal': 1, 'Unlimited Edition Rainbow Foil': 1.6,
+  Normal: 1,
+  Foil: 1.8,
+  Holofoil: 1.6,
+  'Reverse Holofoil': 1.3,
+  '1st Edition': 2.5,
+  Unlimited: 1,
+  Limited: 0.8,
+  'Rainbow Foil': 1.7,
+  'Cold Foil': 4,
+  '1st Edition Normal': 2,
+  '1st Edition Rainbow Foil': 3.5,
+  '1st Edition Cold Foil': 8,
+  'Unlimited Edition Normal': 1,
+  'Unlimited Edition Rainbow Foil': 1.6,
 }
 
 /** Printings per card, always an ordered subset of PRINTINGS_BY_KIND[kind]. */
@@ -513,7 +562,11 @@ const ENERGY_TYPES = words('Fire Water Grass Lightning Psychic Fighting Darkness
 const ATTACK_NAMES = words(`
   Scratch Ember Tackle Surf Thunderbolt Vine Psybeam Slash Gust Quake Bite Blizzard Flare Headbutt
 `)
-const STAGES = choices([['Basic', 60], ['Stage 1', 28], ['Stage 2', 12]])
+const STAGES = choices([
+  ['Basic', 60],
+  ['Stage 1', 28],
+  ['Stage 2', 12],
+])
 
 function attack(draw: Draw, slot: number): string {
   return `${draw.pick('attack-name', ATTACK_NAMES, slot)} (${10 * draw.int('attack-damage', 1, 12, slot)})`
@@ -543,14 +596,33 @@ function creatureAttributes(draw: Draw, tier: number): Record<string, string | s
   return attributes
 }
 
-const MANA_COLORS = [['White', 'W'], ['Blue', 'U'], ['Black', 'B'], ['Red', 'R'], ['Green', 'G'], ['Colorless', '']] as const
+const MANA_COLORS = [
+  ['White', 'W'],
+  ['Blue', 'U'],
+  ['Black', 'B'],
+  ['Red', 'R'],
+  ['Green', 'G'],
+  ['Colorless', ''],
+] as const
 const MANA_CARD_TYPES = choices([
-  ['Creature', 45], ['Instant', 12], ['Sorcery', 12], ['Enchantment', 10], ['Artifact', 10], ['Land', 6], ['Planeswalker', 3],
+  ['Creature', 45],
+  ['Instant', 12],
+  ['Sorcery', 12],
+  ['Enchantment', 10],
+  ['Artifact', 10],
+  ['Land', 6],
+  ['Planeswalker', 3],
 ])
 const CREATURE_TYPES = words('Dragon Human Elf Goblin Zombie Angel Spirit Wizard Beast Merfolk Vampire Construct')
 const ORACLE_LINES = [
-  'Flying.', 'When this enters, draw a card.', 'Trample, haste.', 'Destroy target artifact.', 'Counter target spell.',
-  'Deal 3 damage to any target.', 'You gain 4 life.', 'Vigilance, lifelink.',
+  'Flying.',
+  'When this enters, draw a card.',
+  'Trample, haste.',
+  'Destroy target artifact.',
+  'Counter target spell.',
+  'Deal 3 damage to any target.',
+  'You gain 4 life.',
+  'Vigilance, lifelink.',
 ]
 
 function manaAttributes(draw: Draw): Record<string, string> {
@@ -572,13 +644,22 @@ function manaAttributes(draw: Draw): Record<string, string> {
 }
 
 const DUEL_CARD_TYPES = choices([
-  ['Effect Monster', 45], ['Normal Monster', 12], ['Fusion Monster', 6], ['Synchro Monster', 5], ['XYZ Monster', 5],
-  ['Spell Card', 15], ['Trap Card', 12],
+  ['Effect Monster', 45],
+  ['Normal Monster', 12],
+  ['Fusion Monster', 6],
+  ['Synchro Monster', 5],
+  ['XYZ Monster', 5],
+  ['Spell Card', 15],
+  ['Trap Card', 12],
 ])
 const DUEL_ATTRIBUTES = words('DARK LIGHT EARTH WATER FIRE WIND')
 const DUEL_EFFECTS = [
-  'Once per turn: you can draw 1 card.', 'Cannot be destroyed by battle.', 'Negate the activation of a Spell Card.',
-  'Special Summon 1 monster from your Graveyard.', 'Target 1 card on the field; destroy it.', 'Gains 500 ATK during your turn.',
+  'Once per turn: you can draw 1 card.',
+  'Cannot be destroyed by battle.',
+  'Negate the activation of a Spell Card.',
+  'Special Summon 1 monster from your Graveyard.',
+  'Target 1 card on the field; destroy it.',
+  'Gains 500 ATK during your turn.',
 ]
 
 function duelAttributes(draw: Draw): Record<string, string> {
@@ -596,7 +677,13 @@ function duelAttributes(draw: Draw): Record<string, string> {
 
 const ACTION_CARD_TYPES = ['Attack', 'Action', 'Defense Reaction', 'Attack Reaction', 'Instant', 'Equipment']
 const ACTION_CLASSES = words('Warrior Ninja Brute Guardian Wizard Runeblade Ranger Mechanologist Illusionist Generic')
-const INK_CARD_TYPES = choices([['Character', 60], ['Action', 15], ['Song', 8], ['Item', 12], ['Location', 5]])
+const INK_CARD_TYPES = choices([
+  ['Character', 60],
+  ['Action', 15],
+  ['Song', 8],
+  ['Item', 12],
+  ['Location', 5],
+])
 const INK_COLORS = words('Amber Amethyst Emerald Ruby Sapphire Steel')
 const OTHER_CARD_TYPES = words('Character Event Leader Stage Unit Item')
 
@@ -703,7 +790,14 @@ function generateGroup(root: Draw, game: SourceGame, plan: SetPlan, shape: Scale
   const usedNames = new Set(famous.map((card) => card.name))
   const products: GeneratedProduct[] = []
   for (let index = 0; index < context.cardCount; index++) {
-    products.push(generateCard(context, index, usedNames, famous.find((card) => card.index === index)))
+    products.push(
+      generateCard(
+        context,
+        index,
+        usedNames,
+        famous.find((card) => card.index === index),
+      ),
+    )
   }
   const sealedSpecs = [BOOSTER_BOX, BOOSTER_CASE, EXTRA_SEALED[game.kind]]
   const sealedCount = setDraw.int('sealed-count', ...shape.sealedPerSet)
@@ -766,9 +860,7 @@ function generateCard(context: SetContext, index: number, usedNames: Set<string>
     customAttributes,
     printings,
   }
-  const basePrices = printings.map(
-    (printing, slot) => cardPrice * (PRINTING_PREMIUM[printing] ?? 1) * Math.exp(0.15 * draw.normal('printing-price', slot)),
-  )
+  const basePrices = printings.map((printing, slot) => cardPrice * (PRINTING_PREMIUM[printing] ?? 1) * Math.exp(0.15 * draw.normal('printing-price', slot)))
   return { product, basePrices }
 }
 
@@ -1026,7 +1118,7 @@ function generateListings(root: Draw, item: GeneratedProduct, printingDraw: (slo
 
 /**
  * Whether a set's products trade on `date` (YYYY-MM-DD): from its release day on. Before it they
- * are presale, catalogued without prices, sales or listings (docs/decisions.md "Presale sets in the demo").
+ * are presale, catalogued without prices, sales or listings (docs/adr/0103-presale-sets-in-the-demo.md).
  */
 function released(plan: SetPlan, date: string): boolean {
   return plan.set.releaseDate <= date

@@ -1,16 +1,16 @@
 import { afterAll, describe, expect, test } from 'bun:test'
-import { type Fault, type FakeMarketplace, startFakeMarketplace } from '../../../../test/fixtures/fake-marketplace'
+import { type FakeMarketplace, type Fault, startFakeMarketplace } from '../../../../test/fixtures/fake-marketplace'
+import { fakeClock } from '../../../../test/helpers/clock'
 import { freshDatabase, testLogger } from '../../../../test/helpers/db'
 import { TEST_NOW } from '../../../../test/helpers/env'
+import { eventually } from '../../../../test/helpers/eventually'
 import { spawnUntilListening } from '../../../../test/helpers/process'
 import { loadConfig } from '../../../config'
 import { marketplaceSource } from '../../../deps'
+import { systemClock } from '../../../shared/clock'
 import type { MarketplaceSource, SourceListing, SourcePrice, SourceProduct } from '../source'
 import { createDemoSource } from './demo'
 import { createHttpSource, type Fetch, MarketplaceError, type MarketplaceErrorKind } from './http'
-import { systemClock } from '../../../shared/clock'
-import { fakeClock } from '../../../../test/helpers/clock'
-import { eventually } from '../../../../test/helpers/eventually'
 
 const TODAY = TEST_NOW.toISOString().slice(0, 10)
 const TIMEOUT_MS = 250
@@ -52,13 +52,13 @@ async function expectFailure(call: () => Promise<unknown>, kind: MarketplaceErro
 
 /** One call of every method, each with its protocol path. */
 const everyMethod = (source: MarketplaceSource, ids: { categoryId: number; groupId: number; productId: number }): [() => Promise<unknown>, string][] => [
-    [() => source.listGames(), '/categories'],
-    [() => source.listSets(ids.categoryId), `/categories/${ids.categoryId}/groups`],
-    [() => source.listProducts(ids.groupId), `/groups/${ids.groupId}/products`],
-    [() => source.listPrices(ids.groupId, TODAY), `/groups/${ids.groupId}/prices?date=${TODAY}`],
-    [() => source.listSales(ids.groupId, TODAY), `/groups/${ids.groupId}/sales?date=${TODAY}`],
-    [() => source.listListings(ids.productId), `/products/${ids.productId}/listings`],
-  ]
+  [() => source.listGames(), '/categories'],
+  [() => source.listSets(ids.categoryId), `/categories/${ids.categoryId}/groups`],
+  [() => source.listProducts(ids.groupId), `/groups/${ids.groupId}/products`],
+  [() => source.listPrices(ids.groupId, TODAY), `/groups/${ids.groupId}/prices?date=${TODAY}`],
+  [() => source.listSales(ids.groupId, TODAY), `/groups/${ids.groupId}/sales?date=${TODAY}`],
+  [() => source.listListings(ids.productId), `/products/${ids.productId}/listings`],
+]
 
 const games = await demo.listGames()
 const pokemon = games.find((game) => game.slug === 'pokemon')!
@@ -289,9 +289,17 @@ describe('http source refuses answers a marketplace must not give', () => {
     ['a count for an unknown condition', { listListings: async () => ({ listings: [], conditionCounts: { Mint: 3 } as never }) }, (s) => s.listListings(ids.productId)],
     ['a fractional count', { listListings: async () => ({ listings: [], conditionCounts: { 'Near Mint': 2.5 } }) }, (s) => s.listListings(ids.productId)],
     ['a negative market price', { listPrices: withPrice({ marketPrice: -1 }) }, (s) => s.listPrices(ids.groupId, TODAY)],
-    ['the same printing priced twice', { listPrices: async (id, date) => [...(await demo.listPrices(id, date)), (await demo.listPrices(id, date))[0]!] }, (s) => s.listPrices(ids.groupId, TODAY)],
+    [
+      'the same printing priced twice',
+      { listPrices: async (id, date) => [...(await demo.listPrices(id, date)), (await demo.listPrices(id, date))[0]!] },
+      (s) => s.listPrices(ids.groupId, TODAY),
+    ],
     ['a fractional product id', { listPrices: withPrice({ productId: 1.5 }) }, (s) => s.listPrices(ids.groupId, TODAY)],
-    ['a negative sales volume', { listSales: async () => [{ productId: ids.productId, printing: 'Normal', avgSalesPrice: null, salesVolume: -2 }] }, (s) => s.listSales(ids.groupId, TODAY)],
+    [
+      'a negative sales volume',
+      { listSales: async () => [{ productId: ids.productId, printing: 'Normal', avgSalesPrice: null, salesVolume: -2 }] },
+      (s) => s.listSales(ids.groupId, TODAY),
+    ],
     ['a product of another set', { listProducts: withProduct({ groupId: ids.groupId + 1 }) }, (s) => s.listProducts(ids.groupId)],
     ['a product without printings', { listProducts: withProduct({ printings: [] }) }, (s) => s.listProducts(ids.groupId)],
     ['an unknown product type', { listProducts: withProduct({ productType: 'Singles' as never }) }, (s) => s.listProducts(ids.groupId)],
@@ -300,7 +308,11 @@ describe('http source refuses answers a marketplace must not give', () => {
     ['a game in an unknown tier', { listGames: async () => games.map((game) => ({ ...game, priority: 7 as never })) }, (s) => s.listGames()],
     ['a game logo that is not a web URL', { listGames: async () => games.map((game) => ({ ...game, logoUrl: 'javascript:alert(1)' })) }, (s) => s.listGames()],
     ['a game image given as null', { listGames: async () => games.map((game) => ({ ...game, imageUrl: null as never })) }, (s) => s.listGames()],
-    ['a set icon that is not a web URL', { listSets: async (id) => (await demo.listSets(id)).map((set) => ({ ...set, setIconUrl: 'icon.svg' })) }, (s) => s.listSets(ids.categoryId)],
+    [
+      'a set icon that is not a web URL',
+      { listSets: async (id) => (await demo.listSets(id)).map((set) => ({ ...set, setIconUrl: 'icon.svg' })) },
+      (s) => s.listSets(ids.categoryId),
+    ],
     ['a card number given as a number', { listProducts: withProduct({ number: 12 as never }) }, (s) => s.listProducts(ids.groupId)],
   ]
   for (const [what, change, call] of cases) {
@@ -314,7 +326,10 @@ describe('http source refuses answers a marketplace must not give', () => {
     })
   }
 
-  const answering = (body: string, headers: Record<string, string> = {}): Fetch => async () => new Response(body, { headers })
+  const answering =
+    (body: string, headers: Record<string, string> = {}): Fetch =>
+    async () =>
+      new Response(body, { headers })
 
   test('a number too large for a double (Infinity once parsed) is refused', async () => {
     const listing = { ...traded[0]!, price: 1 }

@@ -6,9 +6,9 @@
  * stored. Every failure is one MarketplaceError saying which kind it was.
  */
 import { type Static, type TObject, type TSchema, Type } from '@sinclair/typebox'
-import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import { type TypeCheck, TypeCompiler } from '@sinclair/typebox/compiler'
 import type { Clock } from '../../../shared/clock'
-import { CONDITIONS, SEALED_CONDITION, type MarketplaceSource } from '../source'
+import { CONDITIONS, type MarketplaceSource, SEALED_CONDITION } from '../source'
 import { type Fetch, getJson, MarketplaceError } from './request'
 import { marketplacePaths } from './serve'
 

@@ -12,7 +12,7 @@ const ask = async (path: string, method = 'GET') => {
 }
 
 describe('the marketplace protocol', () => {
-  test('each path answers the source\'s results as JSON', async () => {
+  test("each path answers the source's results as JSON", async () => {
     const [game] = await demo.listGames()
     const [set] = await demo.listSets(game!.categoryId)
     const [product] = await demo.listProducts(set!.groupId)
@@ -43,7 +43,7 @@ describe('the marketplace protocol', () => {
     expect((await ask('/products/10001001/listings', 'DELETE')).status).toBe(405)
   })
 
-  test('a failing source is a 500 that does not repeat the source\'s error', async () => {
+  test("a failing source is a 500 that does not repeat the source's error", async () => {
     const failing: MarketplaceSource = {
       ...demo,
       listGames: () => Promise.reject(new Error('connect ECONNREFUSED db.internal:5432 password=hunter2')),

@@ -1,8 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import { asc, count, eq, inArray } from 'drizzle-orm'
-import { eventually } from '../../../../test/helpers/eventually'
-import { freshDatabase, testLogger } from '../../../../test/helpers/db'
-import { type FakeTcgcsv, startFakeTcgcsv, TEST_USER_AGENT } from '../../../../test/helpers/tcgcsv'
 import { UNKNOWN_PRINTING } from '../../../../test/fixtures/fake-tcgcsv'
 import {
   SMALL_CATEGORIES,
@@ -14,11 +11,14 @@ import {
   smallProductsOf,
   TCGCSV_BASE_DATE,
 } from '../../../../test/fixtures/tcgcsv-data'
+import { freshDatabase, testLogger } from '../../../../test/helpers/db'
+import { eventually } from '../../../../test/helpers/eventually'
+import { type FakeTcgcsv, startFakeTcgcsv, TEST_USER_AGENT } from '../../../../test/helpers/tcgcsv'
 import type { Database } from '../../../db/client'
 import { cardPrices, cards, games, jobRuns, marketplaceRequests, priceHistory, sets, syncRuns } from '../../../db/schema'
 import { runSyncJob } from '../../../jobs/sync-job'
-import { percentChange } from '../normalize'
 import { addDays, clockWithWall } from '../../../shared/clock'
+import { percentChange } from '../normalize'
 import { syncGames } from '../service'
 import { createTcgcsvSource, type TcgcsvSourceOptions } from './tcgcsv'
 
@@ -325,7 +325,12 @@ describe('faults', async () => {
       .select({ n: count() })
       .from(cardPrices)
       .innerJoin(cards, eq(cards.id, cardPrices.cardId))
-      .where(inArray(cards.marketplaceId, products.map((product) => product.productId)))
+      .where(
+        inArray(
+          cards.marketplaceId,
+          products.map((product) => product.productId),
+        ),
+      )
     // The three junk price rows are gone, and so are the prices of the product whose row was refused.
     const ofFirst = prices.filter((row) => row.productId === products[0]!.productId).length
     const junkOfOthers = prices.slice(0, 3).filter((row) => row.productId !== products[0]!.productId).length
@@ -351,11 +356,7 @@ describe('faults', async () => {
     const product = smallProductsOf(pokemonGroups[0]!.groupId)[0]!
     await mirror.setFault({ kind: 'moveProduct', productId: product.productId, toGroupId: target.groupId })
     await sync(db, DAY1, { categories: [POKEMON] })
-    const [row] = await db
-      .select({ groupId: sets.marketplaceGroupId })
-      .from(cards)
-      .innerJoin(sets, eq(sets.id, cards.setId))
-      .where(eq(cards.marketplaceId, product.productId))
+    const [row] = await db.select({ groupId: sets.marketplaceGroupId }).from(cards).innerJoin(sets, eq(sets.id, cards.setId)).where(eq(cards.marketplaceId, product.productId))
     expect(row!.groupId).toBe(target.groupId)
   })
 
@@ -369,7 +370,18 @@ describe('faults', async () => {
     const { db } = await freshDatabase('empty')
     const own = await startFakeTcgcsv()
     try {
-      const ownSource = (date: string) => createTcgcsvSource({ url: own.url, timeoutMs: 2_000, pacingMs: 0, dailyRequests: 1_000, userAgent: TEST_USER_AGENT, db, clock: dayClock(date), logger: testLogger, retryBaseMs: 10 })
+      const ownSource = (date: string) =>
+        createTcgcsvSource({
+          url: own.url,
+          timeoutMs: 2_000,
+          pacingMs: 0,
+          dailyRequests: 1_000,
+          userAgent: TEST_USER_AGENT,
+          db,
+          clock: dayClock(date),
+          logger: testLogger,
+          retryBaseMs: 10,
+        })
       await syncGames({ db, source: ownSource(DAY1), clock: dayClock(DAY1), logger: testLogger })
       const before = await db.select().from(cardPrices).orderBy(asc(cardPrices.cardId), asc(cardPrices.printing))
       await own.reset()

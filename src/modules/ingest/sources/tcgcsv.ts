@@ -1,6 +1,6 @@
 /**
  * A MarketplaceSource over the public TCGplayer catalog as the TCGCSV mirror publishes it
- * (docs/decisions.md "The TCGCSV source"): categories → games, groups → sets, products → cards
+ * (docs/adr/0097-the-tcgcsv-source.md): categories → games, groups → sets, products → cards
  * and sealed products, price rows → printings. The mirror has no listings, no sales and no past
  * prices, and says so through `capabilities`.
  *
@@ -20,7 +20,7 @@ import { addMarketplaceRequests, marketplaceRequestsOn } from '../repo'
 import type { GameKind, MarketplaceSource, SourceGame, SourcePrice, SourceProduct, SourceSet } from '../source'
 import { type Fetch, getJson, MarketplaceError } from './request'
 
-export const TCGCSV_URL = 'https://tcgcsv.com'
+export { TCGCSV_URL } from './tcgcsv-url'
 
 export interface TcgcsvSourceOptions {
   /** The mirror's base URL (TCGCSV_URL, or a local mirror). */
@@ -77,13 +77,9 @@ const WebUrl = Type.String({ pattern: '^https?://[^\\s]+$', maxLength: 2000 })
 /** A price in USD: finite and positive (1e308 and "NaN" are junk, not prices). */
 const Price = Type.Union([Type.Number({ minimum: 0.01, maximum: 1e7 }), Type.Null()])
 
-const Envelope = TypeCompiler.Compile(
-  Type.Object({ success: Type.Boolean(), errors: Type.Array(Type.Unknown()), results: Type.Array(Type.Unknown()) }),
-)
+const Envelope = TypeCompiler.Compile(Type.Object({ success: Type.Boolean(), errors: Type.Array(Type.Unknown()), results: Type.Array(Type.Unknown()) }))
 
-const Category = TypeCompiler.Compile(
-  Type.Object({ categoryId: Id, name: Name, displayName: Type.Optional(Type.Union([Name, Type.Null()])) }),
-)
+const Category = TypeCompiler.Compile(Type.Object({ categoryId: Id, name: Name, displayName: Type.Optional(Type.Union([Name, Type.Null()])) }))
 
 const Group = TypeCompiler.Compile(
   Type.Object({
@@ -105,9 +101,7 @@ const Product = TypeCompiler.Compile(
     imageUrl: WebUrl,
     url: WebUrl,
     presaleInfo: Type.Optional(Type.Union([Type.Object({ isPresale: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])) }), Type.Null()])),
-    extendedData: Type.Optional(
-      Type.Union([Type.Array(Type.Object({ name: Text(100), value: Type.Union([Text(10_000), Type.Null()]) }), { maxItems: 100 }), Type.Null()]),
-    ),
+    extendedData: Type.Optional(Type.Union([Type.Array(Type.Object({ name: Text(100), value: Type.Union([Text(10_000), Type.Null()]) }), { maxItems: 100 }), Type.Null()])),
   }),
 )
 
@@ -124,7 +118,7 @@ const PriceRow = TypeCompiler.Compile(
 type Row<T> = T extends { Check(value: unknown): value is infer R } ? R : never
 
 // ---------------------------------------------------------------------------------------------
-// Mapping (docs/decisions.md "The TCGCSV source")
+// Mapping (docs/adr/0097-the-tcgcsv-source.md)
 
 /**
  * The spec's attribute names per game kind, each read from the first of the mirror's field names
@@ -191,14 +185,20 @@ export function customAttributes(kind: GameKind, fields: ReadonlyMap<string, str
     if (name) out[attribute] = fields.get(name)!
   }
   // A Pokémon's Card Type is its energy types ("Fire", "Grass / Water"); a Trainer's or Energy's has none.
-  if (kind === 'creature') out.energyType = fields.has('Stage') && out.cardType ? String(out.cardType).split(/\s*[/,;]\s*/).filter(Boolean) : []
+  if (kind === 'creature')
+    out.energyType =
+      fields.has('Stage') && out.cardType
+        ? String(out.cardType)
+            .split(/\s*[/,;]\s*/)
+            .filter(Boolean)
+        : []
   return out
 }
 
 function toProduct(row: Row<typeof Product>, kind: GameKind, printings: string[]): SourceProduct {
   const fields = new Map<string, string>()
   for (const field of row.extendedData ?? []) if (field.value !== null && field.value.trim() !== '') fields.set(field.name, plainText(field.value))
-  // No Number field: no number (sealed products; docs/decisions.md "Sealed products have no number").
+  // No Number field: no number (sealed products; docs/adr/0092-sealed-products-have-no-number.md).
   const number = fields.get('Number') ?? null
   const rarity = fields.get('Rarity') ?? ''
   const sealed = !fields.has('Number') && !fields.has('Rarity')
@@ -295,7 +295,10 @@ export function createTcgcsvSource(options: TcgcsvSourceOptions): MarketplaceSou
         const body = await getJson(base, path, request)
         if (!Envelope.Check(body)) throw new MarketplaceError('malformed', path, 'answer is not a TCGCSV envelope')
         if (!body.success) {
-          const reason = body.errors.filter((e) => typeof e === 'string').join('; ').slice(0, 300)
+          const reason = body.errors
+            .filter((e) => typeof e === 'string')
+            .join('; ')
+            .slice(0, 300)
           throw new MarketplaceError('refused', path, `answered success: false${reason ? ` (${reason})` : ''}`)
         }
         return body.results
@@ -324,7 +327,12 @@ export function createTcgcsvSource(options: TcgcsvSourceOptions): MarketplaceSou
   }
 
   /** The rows of `rows` that pass `check`, each refusal counted under `kind`. */
-  function valid<R>(rows: unknown[], check: { Check(value: unknown): value is R; Errors(value: unknown): Iterable<{ path: string; message: string }> }, kind: string, path: string): R[] {
+  function valid<R>(
+    rows: unknown[],
+    check: { Check(value: unknown): value is R; Errors(value: unknown): Iterable<{ path: string; message: string }> },
+    kind: string,
+    path: string,
+  ): R[] {
     const out: R[] = []
     rows.forEach((row, index) => {
       if (check.Check(row)) out.push(row)
@@ -383,7 +391,7 @@ export function createTcgcsvSource(options: TcgcsvSourceOptions): MarketplaceSou
       const sets: SourceSet[] = []
       const slugs = new Set<string>()
       for (const row of valid(await results(path), Group, 'group', path)) {
-        if (row.categoryId !== categoryId || groups.has(row.groupId) && groups.get(row.groupId)!.categoryId !== categoryId) {
+        if (row.categoryId !== categoryId || (groups.has(row.groupId) && groups.get(row.groupId)!.categoryId !== categoryId)) {
           skip('group', path, `group ${row.groupId} is not of category ${categoryId}`)
           continue
         }

@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
-import type { Clock, Timer } from '../../shared/clock'
-import type { Logger } from '../../shared/logger'
+import type { Clock, Timer } from '../../../shared/clock'
+import type { Logger } from '../../../shared/logger'
+import { leasingCommands } from './commands'
+import { FIRST_LEASE_UNITS, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS, MAX_LEASE_UNITS, MIN_LEASE_UNITS } from './lease-policy'
 
 /**
  * Quota leases: a node that charges one account many times a second takes a block of that
@@ -9,9 +11,9 @@ import type { Logger } from '../../shared/logger'
  * request; what it did not use goes back when the lease ends. Why: waiting for Redis sends the
  * answer on a later event-loop turn, uncorked, which cost a busy route about half its throughput
  * (a keyed fixed-body route served 0.49 of the open route's req/s with a Redis call per request and
- * 0.80 with leases, 2-core VM, 50 connections; docs/decisions.md, "Quota leases").
+ * 0.80 with leases, 2-core VM, 50 connections; docs/adr/0024-quota-leases.md).
  *
- * Exactness (docs/decisions.md "Quota accounting": N concurrent requests against a quota of Q admit exactly min(N, Q),
+ * Exactness (docs/adr/0036-quota-accounting.md: N concurrent requests against a quota of Q admit exactly min(N, Q),
  * across nodes) holds because:
  * - a lease's units are added to `used` in Redis when it is granted, so they are never admitted twice;
  * - a lease is granted only while at most a quarter of what is left goes to it: near the limit
@@ -23,93 +25,8 @@ import type { Logger } from '../../shared/logger'
  *   again, and no unit is admitted twice. A crash costs the account at most that lease's unused units.
  *
  * What other nodes see: until a lease is settled (within LEASE_LIFETIME_MS) its unused units count
- * as used for everyone but the node that holds it.
+ * as used for everyone but the node that holds it. When a node leases and how much: lease-policy.ts.
  */
-
-/** How long a lease lives in Redis: its deadline, by Redis's clock, from when it is granted. */
-export const LEASE_LIFETIME_MS = 1_000
-/** A node stops admitting from a lease this much before the deadline: its clock started earlier, and it needs time to settle. */
-export const LOCAL_MARGIN_MS = 200
-/**
- * An account with this many admitted charges on this node within HOT_WINDOW_MS is charged often
- * enough to lease: from there a lease (two Redis calls, a grant and a hand-back) replaces at least
- * as many charges, each a share of a script call and a wait for Redis.
- */
-export const HOT_CHARGES_PER_WINDOW = 16
-export const HOT_WINDOW_MS = 1_000
-/** Bounds of a lease's size; the first asks for FIRST_LEASE_UNITS, later ones follow what the last one used. */
-const MIN_LEASE_UNITS = 16
-const FIRST_LEASE_UNITS = 256
-const MAX_LEASE_UNITS = 8_192
-
-/** Whether Redis would grant a lease with this much used: it grants a quarter of what is left, at least MIN_LEASE_UNITS. */
-export const leaseWorthAsking = (used: number, limit: number) => limit - used >= 4 * MIN_LEASE_UNITS
-
-/** The hash field of a lease: its deadline (ms, Redis clock), or -1 once lapsed unsettled (wholly used). */
-export const LEASE_FIELD_PREFIX = 'L:'
-
-/**
- * Part of the charge script: when a charge would be refused, the wait (ms) until the nearest live
- * lease of the account ends, or false when none is live. Lapsed leases are marked wholly used.
- */
-export const LEASE_WAIT_LUA = `
-local function lease_wait(key)
-  local fields = redis.call('HGETALL', key)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local wait = false
-  for j = 1, #fields, 2 do
-    if string.sub(fields[j], 1, 2) == '${LEASE_FIELD_PREFIX}' then
-      local deadline = tonumber(fields[j + 1])
-      if deadline >= 0 then
-        if deadline <= now then
-          redis.call('HSET', key, fields[j], -1)
-        elseif not wait or deadline - now < wait then
-          wait = deadline - now
-        end
-      end
-    end
-  end
-  return wait
-end
-`
-
-// KEYS[1] the day hash; ARGV: units wanted, limit, TTL, lease id. Grants at most a quarter of
-// what is left, and nothing under MIN_LEASE_UNITS; answers { units granted, used after }. Nothing
-// on a hash not seeded (quota.ts): a missing one (Redis lost it since the charge) would start from
-// zero, and a provisional one may still be raised to what the database says.
-const GRANT_LUA = `
-local state = redis.call('HMGET', KEYS[1], 'used', 'unseeded')
-if not state[1] or state[2] then return { 0, 0 } end
-local used = tonumber(state[1])
-local units = math.min(tonumber(ARGV[1]), math.floor((tonumber(ARGV[2]) - used) / 4))
-if units < ${MIN_LEASE_UNITS} then return { 0, used } end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-used = redis.call('HINCRBY', KEYS[1], 'used', units)
-redis.call('HSET', KEYS[1], '${LEASE_FIELD_PREFIX}' .. ARGV[4], now + ${LEASE_LIFETIME_MS})
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return { units, used }
-`
-
-// KEYS[1] the day hash; ARGV: lease id, unused units, TTL, then (key field, units) pairs. Applies
-// once: the lease field goes with it. A lapsed lease's units stay used (refusals already counted
-// them so); its per-key counts are still added.
-const SETTLE_LUA = `
-local field = '${LEASE_FIELD_PREFIX}' .. ARGV[1]
-local deadline = redis.call('HGET', KEYS[1], field)
-if not deadline then return 0 end
-redis.call('HDEL', KEYS[1], field)
-if tonumber(deadline) >= 0 and ARGV[2] ~= '0' then redis.call('HINCRBY', KEYS[1], 'used', '-' .. ARGV[2]) end
-for j = 4, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[j], ARGV[j + 1]) end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
-`
-
-type LeasingRedis = Redis & {
-  tcgGrantQuotaLease(numberOfKeys: 1, key: string, units: number, limit: number, ttl: number, leaseId: string): Promise<[number, number]>
-  tcgSettleQuotaLease(numberOfKeys: 1, key: string, leaseId: string, unused: number, ttl: number, ...keyUnits: (string | number)[]): Promise<number>
-}
 
 interface Lease {
   id: string
@@ -127,11 +44,7 @@ interface Lease {
 
 /** The leases this node holds, by day hash key. */
 export function quotaLeases(redis: Redis, clock: Clock, logger?: Logger) {
-  const client = redis as LeasingRedis
-  if (typeof client.tcgGrantQuotaLease !== 'function') {
-    client.defineCommand('tcgGrantQuotaLease', { lua: GRANT_LUA })
-    client.defineCommand('tcgSettleQuotaLease', { lua: SETTLE_LUA })
-  }
+  const client = leasingCommands(redis)
   const node = randomBytes(6).toString('base64url')
   let leaseCount = 0
   const held = new Map<string, Lease>()
@@ -206,3 +119,5 @@ export function quotaLeases(redis: Redis, clock: Clock, logger?: Logger) {
     },
   }
 }
+
+export type QuotaLeases = ReturnType<typeof quotaLeases>

@@ -1,4 +1,6 @@
-import { AppError } from '../shared/errors'
+// Here rather than in src/db: it reads only an error's code and severity, and the HTTP error
+// handler (shared) must tell an outage from a bug without depending on the database layer.
+import { AppError } from './errors'
 
 /** What a client is told to wait before trying again while the database is away. */
 export const DATABASE_RETRY_AFTER_SECONDS = 5
@@ -20,8 +22,7 @@ const CONNECTION_CODES = new Set([
 ])
 
 /**
- * SQLSTATEs meaning the server cannot serve now, not that the query is wrong (docs/decisions.md
- * "Database outage"): 57014 a statement timeout (or a cancel); class 57P a connection ended by the
+ * SQLSTATEs meaning the server cannot serve now, not that the query is wrong (docs/adr/0077-database-outage.md): 57014 a statement timeout (or a cancel); class 57P a connection ended by the
  * server (57P01 administrator command, 57P02 crash of another process, 57P03 starting up, shutting
  * down or in recovery, 57P04 database dropped, 57P05 idle session timeout); class 53 resources (53300
  * no connection slot left, 53100 disk full, 53200 out of memory); class 08 a connection exception.

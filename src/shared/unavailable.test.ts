@@ -4,10 +4,10 @@ import { freshDatabase } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
 import { startTcpProxy } from '../../test/helpers/tcp-proxy'
-import { systemClock } from '../shared/clock'
-import { AppError } from '../shared/errors'
-import { type DatabaseHandle, liftStatementTimeout, openPostgres, runWithoutStatementTimeout, selectRows } from './client'
-import { databaseUnavailable, isDatabaseUnavailable } from './errors'
+import { type DatabaseHandle, liftStatementTimeout, openPostgres, runWithoutStatementTimeout, selectRows } from '../db/client'
+import { systemClock } from './clock'
+import { AppError } from './errors'
+import { databaseUnavailable, isDatabaseUnavailable } from './unavailable'
 
 /** Ten times the 1 s timeouts below, for a loaded machine; a lost timeout takes 30 s (postgres.js's connect default) or hangs. */
 const CUT_SHORT_MS = 10_000
@@ -84,7 +84,10 @@ describe.skipIf(!TEST_DATABASE_URL)('database failures (PostgreSQL)', async () =
     const codes = [((await terminated) as { cause?: { code?: string } }).cause?.code]
     expect(isDatabaseUnavailable(await terminated)).toBe(true)
     for (let attempt = 0; attempt < 3; attempt++) {
-      const error = await db.execute(sql`select 1`).then(() => undefined, (error: unknown) => error)
+      const error = await db.execute(sql`select 1`).then(
+        () => undefined,
+        (error: unknown) => error,
+      )
       if (error === undefined) break
       codes.push((error as { cause?: { code?: string } }).cause?.code)
       expect(isDatabaseUnavailable(error)).toBe(true)
