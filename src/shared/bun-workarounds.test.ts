@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Elysia } from 'elysia'
-import { BUN_SERVE_OPTIONS, ELYSIA_OPTIONS } from './bun-workarounds'
+import { BUN_SERVE_OPTIONS, ELYSIA_OPTIONS, headOfStreamedAnswer } from './bun-workarounds'
 
 // Each test checks the platform's own behaviour that a workaround in bun-workarounds.ts exists for:
 // it fails once Bun (or Elysia) no longer behaves so, and the workaround can go. Not tested here:
@@ -100,5 +100,26 @@ describe("Elysia reads a path from the URL's 11th character (ELYSIA_OPTIONS.hand
     const answer = await withOption.fetch(new Request('http://x/v1/games'))
     expect(answer.status).toBe(200)
     expect(await answer.text()).toBe('games')
+  })
+})
+
+describe('Bun gives a body-less answer to HEAD a Content-Length of 0 (headOfStreamedAnswer)', () => {
+  test('without the workaround a HEAD announces an empty body; with it, a chunked one, as its streamed GET', async () => {
+    const headers = { 'content-type': 'text/csv' }
+    const server = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      ...BUN_SERVE_OPTIONS,
+      fetch: (request) => (new URL(request.url).pathname === '/plain' ? new Response(null, { headers }) : headOfStreamedAnswer(headers)),
+    })
+    try {
+      const plain = await fetch(new URL('/plain', server.url), { method: 'HEAD' })
+      expect(plain.headers.get('content-length')).toBe('0')
+      const worked = await fetch(new URL('/worked', server.url), { method: 'HEAD' })
+      expect(worked.headers.get('content-length')).toBeNull()
+      expect(worked.headers.get('transfer-encoding')).toBe('chunked')
+    } finally {
+      await server.stop(true)
+    }
   })
 })

@@ -45,6 +45,15 @@ export function writtenInParts(head: Uint8Array, tail: string): ReadableStream<U
 }
 
 /**
+ * The answer to a HEAD whose GET is streamed (chunked, no length): Bun gives a body-less Response
+ * `Content-Length: 0`, which would announce an empty GET answer; `Transfer-Encoding: chunked` said
+ * explicitly keeps the HEAD's headers those of its GET (RFC 9110 §9.3.2).
+ */
+export function headOfStreamedAnswer(headers: Record<string, string>): Response {
+  return new Response(null, { headers: { ...headers, 'transfer-encoding': 'chunked' } })
+}
+
+/**
  * Bun's connection timeout (`idleTimeout`) for a REQUEST_TIMEOUT_SECONDS. Its timers tick every 4 s
  * and a timeout fires at a tick up to 4 s before it is due: one set a tick longer never closes a
  * connection, or cuts off the answer it is preparing, before the setting (255: Bun's maximum).

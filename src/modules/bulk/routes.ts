@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
+import { headOfStreamedAnswer } from '../../shared/bun-workarounds'
 import type { Logger } from '../../shared/logger'
 import { models } from '../../shared/models-plugin'
 import { authGuard, KEY_GUARD_ERRORS, rateLimitOf, withRateLimit } from '../auth/guard'
@@ -92,16 +93,9 @@ export function bulkRoutes(auth: AuthRuntime, logger: Logger) {
         async ({ params, query, apiKey, request }) => {
           const format = query.format ?? 'json'
           if (request.method === 'HEAD') {
-            // GET's status and headers without reading a row. A streamed GET answer is chunked with
-            // no length; said explicitly, or Bun would announce an empty body (Content-Length: 0).
+            // GET's status and headers without reading a row.
             const described = await describeExport(auth.db, { setId: params.id, format, now: apiKey.now })
-            return new Response(null, {
-              headers: {
-                'content-type': described.contentType,
-                'content-disposition': `attachment; filename="${described.filename}"`,
-                'transfer-encoding': 'chunked',
-              },
-            })
+            return headOfStreamedAnswer({ 'content-type': described.contentType, 'content-disposition': `attachment; filename="${described.filename}"` })
           }
           const exported = await exportSet(auth.db, {
             setId: params.id,
