@@ -12,8 +12,8 @@ const DISPLAY_LENGTH = API_KEY_PREFIX.length + 4
 
 /**
  * SHA-256 in hex: how keys and session tokens are stored and looked up. Bun's one-shot hash, not
- * node:crypto's createHash: every keyed request hashes its key, and the hasher object cost 1.1–1.5
- * µs against 0.2–0.5 (scratch timing).
+ * node:crypto's createHash: every keyed request hashes its key, and the hasher object costs several
+ * times the one-shot call.
  */
 export function sha256Hex(value: string): string {
   return Bun.SHA256.hash(value, 'hex')

@@ -191,9 +191,8 @@ const keptKey = (variant: string, pathAndQuery: string) => (variant === '' ? pat
  * From this size the kept head and the request's own tail are written to the response one after
  * the other (writtenInParts) instead of copied into one new buffer: below it, Buffer.allocUnsafe
  * takes a slice of its shared pool; from it, a fresh ArrayBuffer per answer, which costs more than
- * the stream (top movers repeats, 8–20 kB: 19.1–19.6 → 16.1–16.6 µs of server CPU; a 600-byte
- * answer costs 0.8 µs more as a stream). Such answers go out chunked. A direct
- * stream is written corked on any turn (strace: 2 sends), so it needs no bytesResponse.
+ * the stream (bench/profiles.md). Such answers go out chunked. A direct stream is written corked on
+ * any turn, so it needs no bytesResponse.
  */
 const WRITTEN_IN_PARTS_FROM_BYTES = 4_096
 

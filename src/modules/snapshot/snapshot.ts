@@ -198,8 +198,8 @@ export class PriceSnapshot {
    * `head`, a JSON array of the selected cards' Bulk price rows, then `tail`, as bytes copied from
    * the rows serialised at build time: no serialising and no UTF-8 encoding per request. One
    * Buffer.concat of views, not a Buffer.copy per row: the rows lie far apart in memory, and one
-   * native loop overlaps their cache misses where 500 calls wait for each in turn (perf put 28% of
-   * the service's CPU in memmove; service CPU per 500-id request 447–475 → 324–375 µs).
+   * native loop overlaps their cache misses where 500 calls wait for each in turn
+   * (docs/adr/0048-bulk-prices-how-a-500-id-answer-is-assembled.md).
    */
   bulkJson(selection: BulkSelection, head: string, tail: string): Buffer {
     const { slots, count } = selection

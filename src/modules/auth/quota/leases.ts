@@ -10,8 +10,7 @@ import { FIRST_LEASE_UNITS, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS, MAX_LEASE_UNITS,
  * account's quota from Redis in one call and admits from it locally, with no Redis round trip per
  * request; what it did not use goes back when the lease ends. Why: waiting for Redis sends the
  * answer on a later event-loop turn, uncorked, which cost a busy route about half its throughput
- * (a keyed fixed-body route served 0.49 of the open route's req/s with a Redis call per request and
- * 0.80 with leases, 2-core VM, 50 connections; docs/adr/0024-quota-leases.md).
+ * (docs/adr/0024-quota-leases.md).
  *
  * Exactness (docs/adr/0036-quota-accounting.md: N concurrent requests against a quota of Q admit exactly min(N, Q),
  * across nodes) holds because:
