@@ -10,7 +10,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench_large bun bench/bulk-from-postgres-server.ts [port]
  */
 import postgres from 'postgres'
-import { PRINTINGS_BY_KIND } from '../src/modules/ingest/source'
+import { PRINTINGS_BY_KIND } from '../src/modules/catalog/printings'
 import { MAX_BULK_PRICE_IDS } from '../src/modules/prices/model'
 import { AppError } from '../src/shared/errors'
 import { parseIdList } from '../src/shared/id-list'

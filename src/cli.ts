@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig } from './config'
+import { loadConfig } from './config'
 import { createDeps } from './deps'
 import { formatJobStatuses, jobStatuses } from './jobs/report'
 import { MANUAL_SYNC_JOB } from './jobs/runs'
@@ -11,9 +11,11 @@ import { isTier, TIERS, type Tier } from './modules/auth/tiers'
 import { claimCatalog } from './modules/ingest/catalog-source'
 import { seedCatalog, syncCatalog } from './modules/ingest/seed'
 import { isCatalogEmpty, wipeCatalog } from './modules/ingest/service'
-import { createDemoSource, DEMO_SCALES, type DemoScale } from './modules/ingest/sources/demo'
+import { createDemoSource } from './modules/ingest/sources/demo'
+import { DEMO_SCALES, type DemoScale } from './modules/ingest/sources/demo-scales'
 import { publishSnapshotChanged } from './modules/snapshot/store'
 import { webhookAlertHook } from './modules/webhooks/alerts'
+import { ConfigError } from './shared/errors'
 
 const USAGE = `Usage: bun src/cli.ts <command> [options]
 

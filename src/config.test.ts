@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
-import { ConfigError, DEFAULT_USER_AGENT, loadConfig } from './config'
-import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv'
+import { DEFAULT_USER_AGENT, loadConfig } from './config'
+import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv-url'
+import { ConfigError } from './shared/errors'
 
 /** The ConfigError's lines (after its heading), or [] when the environment is accepted. */
 function refusals(env: Record<string, string>): string[] {

@@ -79,8 +79,6 @@ const Env = Type.Object({
   ),
 })
 
-export type { LogLevel }
-
 export interface Config {
   port: number
   host: string
@@ -138,8 +136,6 @@ export interface Config {
   logLevel: LogLevel
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
-
-export { ConfigError }
 
 /** Parses the environment; throws a ConfigError listing every invalid variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Readonly<Config> {

@@ -1,5 +1,5 @@
 import { appReady, createApp, refreshAppSnapshot, stopApp } from './app'
-import { ConfigError, loadConfig } from './config'
+import { loadConfig } from './config'
 import { createDeps } from './deps'
 import { createScheduler } from './jobs/scheduler'
 import { createDemoAccountIfNone, DEMO_TIER, demoBanner, keyHint } from './modules/auth/demo-account'
@@ -8,6 +8,7 @@ import { catchUpAlerts, webhookAlertHook } from './modules/webhooks/alerts'
 import { createDeliveryWorker } from './modules/webhooks/delivery'
 import { loadSecretBox } from './modules/webhooks/secret-box'
 import type { WebhookSettings } from './modules/webhooks/settings'
+import { ConfigError } from './shared/errors'
 
 async function main() {
   const config = loadConfig()

@@ -5,7 +5,8 @@ import { freshDatabase, selectRows, testLogger } from '../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../test/helpers/env'
 import { eventually } from '../../test/helpers/eventually'
 import { systemClock } from '../shared/clock'
-import { LEADER_LOCK, type LeaderElection, leaderElection, pgliteLockSession, postgresLockSession } from './leader'
+import { type LeaderElection, leaderElection } from './leader'
+import { LEADER_LOCK, pgliteLockSession, postgresLockSession } from './leader-repo'
 
 const database = await freshDatabase('empty')
 const RETRY_MS = 200

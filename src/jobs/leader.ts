@@ -2,8 +2,6 @@ import type { Clock, Timer } from '../shared/clock'
 import type { Logger } from '../shared/logger'
 import { type LockSession, statementBound } from './leader-repo'
 
-export { LEADER_LOCK, type LockSession, pgliteLockSession, postgresLockSession } from './leader-repo'
-
 export interface LeaderElection {
   /** Starts competing (at once, then every retry interval). */
   start(): void

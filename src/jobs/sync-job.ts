@@ -1,7 +1,7 @@
 import type { Deps } from '../deps'
-import { type SyncDeps, type SyncOptions, type SyncSummary, syncGames } from '../modules/ingest/service'
+import { type PriceChange, type SyncDeps, type SyncOptions, type SyncSummary, syncGames } from '../modules/ingest/service'
 import { publishSnapshotChanged } from '../modules/snapshot/store'
-import type { AlertHook, PriceChange } from '../modules/webhooks/alerts'
+import type { AlertHook } from '../modules/webhooks/alerts'
 import { recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
 
 export interface SyncJobDeps extends SyncDeps, Pick<Deps, 'redis'> {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
-import { LEADER_LOCK } from '../../src/jobs/leader'
+import { LEADER_LOCK } from '../../src/jobs/leader-repo'
 import { systemClock } from '../../src/shared/clock'
 import { testRedisPrefix } from '../helpers/auth'
 import { freshDatabase, selectRows } from '../helpers/db'

@@ -6,9 +6,9 @@ import { RateLimit } from '../../shared/model'
 import { RefusedBody } from '../../shared/request-rules'
 import { findSession } from './accounts'
 import { type DayCounters, nextUtcMidnight } from './quota'
-import type { AccountRow, KeyIdentity } from './repo'
 import type { AuthRuntime } from './runtime'
 import { type Capability, minimumTier, TIER_POLICY, type Tier, type TierPolicy } from './tiers'
+import type { AccountRow, KeyIdentity } from './types'
 
 export interface ApiKeyRule {
   /** What the route needs beyond a valid key (see tiers.ts). */

@@ -4,8 +4,6 @@ import { accounts, apiKeys, dailyUsage, sessions } from '../../db/schema'
 import type { Tier } from './tiers'
 import type { AccountRow, KeyIdentity } from './types'
 
-export type { AccountRow, KeyIdentity }
-
 const accountColumns = {
   id: accounts.id,
   email: accounts.email,

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto'
 import { API_KEY_PREFIX } from '../../shared/api-key-prefix'
 
 /** docs/adr/0006-api-keys.md: the fixed live prefix, then 32 random base62 characters. */
-export { API_KEY_PREFIX }
 
 const KEY_BODY_LENGTH = 32
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'

@@ -9,7 +9,6 @@
 import type { GameKind } from '../catalog/printings'
 
 // The catalog's vocabulary, named here too because every source speaks it.
-export { type GameKind, PRINTINGS_BY_KIND } from '../catalog/printings'
 
 export type ProductType = 'Cards' | 'Sealed Products'
 

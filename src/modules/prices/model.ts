@@ -3,8 +3,6 @@ import { Id, ListTotal, LiteralUnion, QueryInt, QueryParams, Timestamp } from '.
 import { PRODUCT_TYPES } from '../catalog/model'
 import { BulkPriceRow, MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS, type MoverDirection, type MoverPeriod, TopMoverRow } from '../snapshot/model'
 
-export { BulkPriceRow, MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS, type MoverDirection, type MoverPeriod, TopMoverRow }
-
 export const MAX_BULK_PRICE_IDS = 500
 
 export const BulkIdsQuery = QueryParams({

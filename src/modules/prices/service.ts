@@ -3,8 +3,9 @@ import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { idsAsWritten } from '../../shared/id-list'
 import { getCardPrices } from '../catalog/service'
 import { newestSalesOf } from '../history/service'
+import { type MoverDirection, type MoverPeriod } from '../snapshot/model'
 import type { ChangePosition, PriceSnapshot } from '../snapshot/snapshot'
-import { MAX_BULK_PRICE_IDS, type MoverDirection, type MoverPeriod } from './model'
+import { MAX_BULK_PRICE_IDS } from './model'
 import type { AnswerVariant } from './respond'
 
 function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {

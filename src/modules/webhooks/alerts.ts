@@ -5,8 +5,6 @@ import type { PriceChange } from '../ingest/service'
 import { type AlertEvaluation, applyTransitions, lockDueTransitions, watchedAmong } from './alerts-repo'
 import { newEventId } from './signing'
 
-export type { AlertEvaluation, PriceChange }
-
 /** What a finished sync hands to alert evaluation. */
 export interface PriceChangeBatch {
   /** The job that ran the sync (`sync-tier-3`, `manual-sync`, …) and its row in `job_runs`. */

@@ -1,10 +1,9 @@
 import { describe, expect, test } from 'bun:test'
 import { addDays, systemClock } from '../../../shared/clock'
+import { type GameKind, PRINTINGS_BY_KIND } from '../../catalog/printings'
 import {
   CONDITIONS,
-  type GameKind,
   type MarketplaceSource,
-  PRINTINGS_BY_KIND,
   SEALED_CONDITION,
   type SourceGame,
   type SourceListing,
@@ -13,7 +12,8 @@ import {
   type SourceSale,
   type SourceSet,
 } from '../source'
-import { createDemoSource, DEMO_SCALES, type DemoMarketplace, type DemoPrice, type DemoProduct, type DemoScale, LISTING_SAMPLE_SIZE } from './demo'
+import { createDemoSource, type DemoMarketplace, type DemoPrice, type DemoProduct, LISTING_SAMPLE_SIZE } from './demo'
+import { DEMO_SCALES, type DemoScale } from './demo-scales'
 
 const NOW = new Date('2026-11-21T15:30:00Z')
 const TODAY = '2026-11-21'

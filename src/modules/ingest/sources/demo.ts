@@ -5,10 +5,10 @@
  * Every value is derived from a hash of (seed, entity id, purpose, day) rather than from a shared
  * PRNG sequence, so output never depends on which method ran first or how often.
  */
+import type { GameKind } from '../../catalog/printings'
 import {
   CONDITIONS,
   type Condition,
-  type GameKind,
   type ListingCondition,
   type MarketplaceSource,
   SEALED_CONDITION,
@@ -22,8 +22,6 @@ import {
 } from '../source'
 
 import { DEMO_SCALES, type DemoScale } from './demo-scales'
-
-export { DEMO_SCALES, type DemoScale }
 
 export interface DemoSourceOptions {
   scale: DemoScale

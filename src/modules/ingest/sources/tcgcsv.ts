@@ -15,12 +15,10 @@ import type { Database } from '../../../db/client'
 import { type Clock, utcDate } from '../../../shared/clock'
 import type { Logger } from '../../../shared/logger'
 import { slugify } from '../../../shared/text'
-import { printingOrder } from '../../catalog/printings'
+import { type GameKind, printingOrder } from '../../catalog/printings'
 import { addMarketplaceRequests, marketplaceRequestsOn } from '../repo'
-import type { GameKind, MarketplaceSource, SourceGame, SourcePrice, SourceProduct, SourceSet } from '../source'
+import type { MarketplaceSource, SourceGame, SourcePrice, SourceProduct, SourceSet } from '../source'
 import { type Fetch, getJson, MarketplaceError } from './request'
-
-export { TCGCSV_URL } from './tcgcsv-url'
 
 export interface TcgcsvSourceOptions {
   /** The mirror's base URL (TCGCSV_URL, or a local mirror). */
