@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import { Id, ListTotal, LiteralUnion, QueryInt, QueryParams, Timestamp } from '../../shared/model'
 import { PRODUCT_TYPES } from '../catalog/model'
-import { BulkPriceRow, MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS, type MoverDirection, type MoverPeriod, TopMoverRow } from '../snapshot/model'
+import { MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS } from '../snapshot/model'
 
 export const MAX_BULK_PRICE_IDS = 500
 
