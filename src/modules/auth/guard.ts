@@ -241,6 +241,9 @@ function keyGuardDetail(rule: ApiKeyRule): KeyGuardDetail {
  */
 export const KEY_GUARD_ERRORS = { 401: 'Error', 403: 'Error', 429: 'Error' } as const
 
+/** A key-guarded read of one thing: a bad parameter (400), nothing of that id (404), and the guard's refusals. */
+export const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as const
+
 /**
  * The route guards. `apiKey: { needs }` authenticates the X-API-Key header, checks the tier's
  * capability, charges the quota and adds `rate_limit` to the response; `session: true`

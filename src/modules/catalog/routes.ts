@@ -7,7 +7,7 @@ import { JSON_CONTENT_TYPE } from '../../shared/http'
 import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
 import { models } from '../../shared/models-plugin'
 import { createReadCache } from '../../shared/read-cache'
-import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import { authGuard, NOT_FOUND_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import {
   Card,
@@ -37,7 +37,6 @@ const SetCardsQuery = QueryParams({
   sort: Type.Optional(LiteralUnion(SET_CARD_SORTS, { default: 'number', description: "number (default), name, price_asc or price_desc (by the primary printing's market price)" })),
 })
 const SetPricesQuery = QueryParams({ type: Type.Optional(TypeFilter) })
-const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as const
 
 /** Games and sets change only when a sync runs (daily); a few seconds of staleness is invisible. */
 const PUBLIC_CACHE_TTL_MS = 5_000

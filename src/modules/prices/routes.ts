@@ -3,7 +3,7 @@ import { Elysia } from 'elysia'
 import type { HotRoutes } from '../../shared/hot-routes'
 import { QueryParams } from '../../shared/model'
 import { models } from '../../shared/models-plugin'
-import { authGuard, KEY_GUARD_ERRORS, withRateLimit } from '../auth/guard'
+import { authGuard, KEY_GUARD_ERRORS, NOT_FOUND_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import { IdParams, Price, PriceRow } from '../catalog/model'
 import { BulkPriceRow, MAX_MOVERS, TopMoverRow } from '../snapshot/model'
@@ -12,7 +12,6 @@ import { BulkIdsQuery, BulkMeta, ChangesMeta, ChangesQuery, MAX_BULK_PRICE_IDS, 
 import { ALSO_MSGPACK, keptSnapshotRoute, MSGPACK, NOT_MODIFIED, snapshotResponse } from './respond'
 import { bulkPrices, cardPrices, cardPricesVariant, priceChanges, topMovers } from './service'
 
-const NOT_FOUND_ERRORS = { 400: 'Error', 404: 'Error', ...KEY_GUARD_ERRORS } as const
 const PrintingQuery = QueryParams({
   printing: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Exact printing name, e.g. Normal or Holofoil' })),
 })
