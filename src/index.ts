@@ -13,6 +13,11 @@ import { ConfigError } from './shared/errors'
 async function main() {
   const config = loadConfig()
   const deps = await createDeps(config)
+  const created = deps.database.created
+  if (created) {
+    const peakRssMb = Math.round(created.peakRssBytes / 2 ** 20)
+    deps.logger.info({ peak_rss_mb: peakRssMb, ms: Math.round(created.ms) }, `created the embedded database in a child process (its peak RSS ${peakRssMb} MB)`)
+  }
   // Before anything is written: a key file that cannot be read would leave every webhook unusable.
   const secrets = await loadSecretBox(config, deps.logger).catch(async (error: Error) => {
     await deps.close()

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, unlinkSync, writeSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { type ExtractTablesWithRelations, is, type SQL, sql } from 'drizzle-orm'
 import { type PgDatabase, PgDialect, type PgQueryResultHKT, type PgTransaction } from 'drizzle-orm/pg-core'
@@ -16,6 +16,8 @@ export type Executor = Database | Transaction
 export interface DatabaseHandle {
   db: Database
   driver: 'postgres' | 'pglite'
+  /** PGlite only: set when this opening created the data directory's cluster (in a child process). */
+  created?: ClusterCreation
   /** PGlite only: a copy of the whole data directory. */
   dumpDataDir?: () => Promise<Blob>
   /** Applies every pending migration in `drizzle/`. */
@@ -119,7 +121,8 @@ export async function runWithoutStatementTimeout(db: Database, statements: SQL[]
 /**
  * Embedded PostgreSQL (PGlite). Without `dataDir` it lives in memory, optionally starting from a
  * `dumpDataDir()` copy (tests clone seeded templates this way). A directory is locked
- * exclusively, because two PGlite processes on one directory silently corrupt it.
+ * exclusively, because two PGlite processes on one directory silently corrupt it. A directory
+ * without a cluster gets one from a short-lived child process first (`initializeCluster`).
  */
 export async function openPglite(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<DatabaseHandle> {
   const { dataDir, loadDataDir } = options
@@ -135,11 +138,13 @@ export async function openPglite(options: { dataDir?: string; loadDataDir?: Blob
     pgDir = join(dataDir, 'pg')
   }
   try {
+    const created = pgDir !== undefined && !existsSync(join(pgDir, 'PG_VERSION')) ? await initializeCluster(pgDir) : undefined
     const client = await PGlite.create({ dataDir: pgDir, loadDataDir, extensions: { pg_trgm } })
     const db = drizzle(client, { schema })
     return {
       db,
       driver: 'pglite',
+      created,
       dumpDataDir: () => client.dumpDataDir('none'),
       migrate: () => migrate(db, { migrationsFolder: MIGRATIONS_FOLDER }),
       close: async () => {
@@ -151,6 +156,36 @@ export async function openPglite(options: { dataDir?: string; loadDataDir?: Blob
     releaseLock()
     throw error
   }
+}
+
+/** The child process that created an embedded cluster: its peak RSS (VmHWM) and how long it took. */
+export interface ClusterCreation {
+  peakRssBytes: number
+  ms: number
+}
+
+const INIT_SCRIPT = resolve(import.meta.dir, 'pglite-init.ts')
+
+/**
+ * Creates the cluster of `pgDir` in a child process (src/db/pglite-init.ts) and waits for it: initdb
+ * peaks near 1 GB and leaves about 400 MB this process could never give back. The child writes
+ * into a sibling directory renamed into place once complete, so a start killed meanwhile leaves no
+ * half-made cluster. Returns the child's peak RSS. The caller holds the directory's lock.
+ */
+async function initializeCluster(pgDir: string): Promise<ClusterCreation> {
+  const started = systemClock.monotonic()
+  const building = `${pgDir}.init`
+  rmSync(building, { recursive: true, force: true })
+  const child = Bun.spawn([process.execPath, INIT_SCRIPT, building], { stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' })
+  const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()])
+  if (code !== 0 || !existsSync(join(building, 'PG_VERSION'))) {
+    rmSync(building, { recursive: true, force: true })
+    throw new Error(`could not create the embedded database in ${pgDir} (initdb exited with ${code}): ${stderr.trim().slice(-2000)}`)
+  }
+  // Without PG_VERSION, what is there is an interrupted earlier attempt, not a database.
+  rmSync(pgDir, { recursive: true, force: true })
+  renameSync(building, pgDir)
+  return { peakRssBytes: child.resourceUsage()?.maxRSS ?? 0, ms: systemClock.monotonic() - started }
 }
 
 export class DataDirLockedError extends Error {

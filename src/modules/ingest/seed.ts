@@ -2,6 +2,35 @@ import { createProgress } from '../../shared/progress'
 import { claimCatalog } from './catalog-source'
 import { DEFAULT_BACKFILL } from './normalize'
 import { isCatalogEmpty, type SyncDeps, type SyncSummary, syncGames } from './service'
+import type { MarketplaceSource } from './source'
+
+/** RSS growth past which a seed collects garbage before its next call to the source. */
+const SEED_GC_HEADROOM_BYTES = 192 * 2 ** 20
+
+/**
+ * The source as a seed reads it: before each call, a full garbage collection when the process's
+ * RSS grew by more than `headroomBytes` since the last one. JavaScriptCore sizes its heap from the
+ * live data, PGlite's WebAssembly memory included, so a seed's multi-row statements piled up to
+ * 700 MB of garbage between its own collections (a first start peaked at 1.1 GB); a timer cannot
+ * do this, as PGlite's calls never yield to one. The seed calls the source a few times per set and date
+ * (docs/adr/0117-the-embedded-database-is-created-in-a-child-process.md).
+ */
+function collectingGarbage(source: MarketplaceSource, headroomBytes: number): MarketplaceSource {
+  let limit = process.memoryUsage.rss() + headroomBytes
+  return new Proxy(source, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver)
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) => {
+        if (process.memoryUsage.rss() > limit) {
+          Bun.gc(true)
+          limit = process.memoryUsage.rss() + headroomBytes
+        }
+        return value.apply(target, args)
+      }
+    },
+  })
+}
 
 /**
  * Fills an empty catalog from the source, game by game with progress, and records the source as
@@ -13,11 +42,16 @@ import { isCatalogEmpty, type SyncDeps, type SyncSummary, syncGames } from './se
 export async function seedCatalog(deps: SyncDeps, options: { gameSlugs?: string[] } = {}): Promise<SyncSummary> {
   await claimCatalog(deps.db, deps.source.name, deps.clock.now())
   const progress = createProgress(deps.logger, deps.clock, 'seed')
-  const summary = await syncGames(deps, {
-    gameSlugs: options.gameSlugs,
-    backfill: deps.source.capabilities.pastPrices ? DEFAULT_BACKFILL : undefined,
-    onProgress: ({ game, done, total }) => progress.update(done, total, game),
-  })
+  const summary = await syncGames(
+    { ...deps, source: collectingGarbage(deps.source, SEED_GC_HEADROOM_BYTES) },
+    {
+      gameSlugs: options.gameSlugs,
+      backfill: deps.source.capabilities.pastPrices ? DEFAULT_BACKFILL : undefined,
+      onProgress: ({ game, done, total }) => progress.update(done, total, game),
+    },
+  )
+  // What the seed left is garbage: a server starts serving without it.
+  Bun.gc(true)
   progress.done(`seeded ${summary.games.length - summary.failed} games for ${summary.date} (${summary.failed} failed)`)
   return summary
 }
