@@ -123,6 +123,35 @@ export function postgresCpuSeconds(): number {
   return total
 }
 
+/** CPU seconds so far of each PostgreSQL process on the machine, by pid. */
+function postgresCpuByPid(): Map<number, number> {
+  const byPid = new Map<number, number>()
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      if (stat.includes('(postgres)')) byPid.set(Number(pid), statCpuSeconds(stat))
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return byPid
+}
+
+/**
+ * PostgreSQL's CPU seconds from now until the returned function is called, process by process: a
+ * backend that exits meanwhile takes its whole CPU time out of a plain sum (which can then go
+ * negative), so only growth is counted, and a process started meanwhile counts from zero.
+ */
+export function postgresCpuMeter(): () => number {
+  const before = postgresCpuByPid()
+  return () => {
+    let total = 0
+    for (const [pid, seconds] of postgresCpuByPid()) total += Math.max(0, seconds - (before.get(pid) ?? 0))
+    return total
+  }
+}
+
 /** The machine's CPU seconds so far, from /proc/stat: all of them, the busy ones (all but idle and iowait) and the stolen ones. */
 export function machineCpuSeconds(): { total: number; busy: number; steal: number } {
   const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)

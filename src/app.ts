@@ -95,7 +95,7 @@ export function createApp(deps: AppDeps) {
     .use(cardPriceRoutes(auth, snapshots, hot))
     .use(authRoutes(auth))
     .use(historyRoutes(auth))
-    .use(searchRoutes(auth))
+    .use(searchRoutes(auth, snapshots, hot))
     .use(pricesRoutes(auth, snapshots, hot))
     .use(bulkRoutes(auth, deps.logger))
     .use(conditionRoutes(auth, conditionService(deps)))

@@ -106,16 +106,16 @@ function rowEnd(buffer: Buffer, at: number, columns: number): number {
  * fields in order. A chunk may hold several rows or part of one (postgres.js hands over one
  * CopyData message per chunk, which the protocol makes one row, but nothing here relies on it).
  */
-export class BinaryCopyDecoder<T> {
-  readonly rows: T[] = []
+export class BinaryCopyDecoder {
   private readonly row = new BinaryCopyRow()
   private pending: Buffer | undefined
   private headerRead = false
   private ended = false
 
+  /** `visit` reads each row's fields in order, and keeps what it needs of them. */
   constructor(
     private readonly columns: number,
-    private readonly decode: (row: BinaryCopyRow) => T,
+    private readonly visit: (row: BinaryCopyRow) => void,
   ) {}
 
   push(chunk: Buffer): void {
@@ -146,16 +146,15 @@ export class BinaryCopyDecoder<T> {
         return
       }
       row.at = at + 2
-      this.rows.push(this.decode(row))
+      this.visit(row)
       if (row.at !== end) throw new Error(`binary COPY: a row's decoder read ${row.at - at - 2} of its ${end - at - 2} bytes`)
       at = end
     }
   }
 
-  /** The rows, once the stream has ended. */
-  finish(): T[] {
+  /** Checks that the stream has ended with its trailer. */
+  finish(): void {
     if (!this.ended) throw new Error('binary COPY: the stream ended before the trailer')
-    return this.rows
   }
 }
 
@@ -176,10 +175,19 @@ export function copyConnections(db: Executor): number {
  * postgres.js only: undefined under PGlite, whose callers read the same rows with a SELECT.
  */
 export async function copyRows<T>(db: Executor, query: string, columns: number, decode: (row: BinaryCopyRow) => T): Promise<T[] | undefined> {
+  const rows: T[] = []
+  return (await copyEach(db, query, columns, (row) => void rows.push(decode(row)))) ? rows : undefined
+}
+
+/**
+ * Like `copyRows`, but each row goes to `visit` as it is decoded and nothing is collected: a caller
+ * that keeps rows in its own compact form never holds an object per row. False under PGlite.
+ */
+export async function copyEach(db: Executor, query: string, columns: number, visit: (row: BinaryCopyRow) => void): Promise<boolean> {
   const session = db._.session
-  if (!is(session, PostgresJsSession)) return undefined
+  if (!is(session, PostgresJsSession)) return false
   const stream: Readable = await session.client.unsafe(`copy (${query}) to stdout with (format binary)`).readable()
-  const decoder = new BinaryCopyDecoder(columns, decode)
+  const decoder = new BinaryCopyDecoder(columns, visit)
   // 'data' events, not `for await`: a promise per row (one CopyData message each) would cost more
   // than decoding the row. After a decoding error the stream is still read to its end: postgres.js
   // pauses the connection's socket while a stream is not read, which would hang the transaction.
@@ -205,7 +213,8 @@ export async function copyRows<T>(db: Executor, query: string, columns: number, 
     stream.on('error', reject)
   })
   if (failure !== undefined) throw failure
-  return decoder.finish()
+  decoder.finish()
+  return true
 }
 
 /** Bytes a chunk grows to before it is handed to the connection: large enough that a write is rare. */

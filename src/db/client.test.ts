@@ -20,7 +20,6 @@ const EXPECTED_TABLES = [
   'job_runs',
   'marketplace_requests',
   'price_history',
-  'search_words',
   'sessions',
   'sets',
   'sync_runs',
@@ -46,17 +45,12 @@ describe('migrations', () => {
     const { db } = await freshDatabase('empty')
     const schema = await describeSchema(db)
     expect(schema.tables).toEqual(EXPECTED_TABLES)
-    for (const index of [
-      'cards_clean_name_fts_idx',
-      'cards_clean_name_trgm_idx',
-      'search_words_trgm_idx',
-      'sets_game_slug_idx',
-      'api_keys_hash_idx',
-      'cards_marketplace_id_unique',
-      'cards_clean_name_idx',
-    ]) {
+    for (const index of ['cards_clean_name_trgm_idx', 'sets_game_slug_idx', 'api_keys_hash_idx', 'cards_marketplace_id_unique', 'cards_clean_name_idx']) {
       expect(schema.indexes).toContain(index)
     }
+    // Search is answered from memory (docs/adr/0112-search-in-memory.md): what PostgreSQL kept only for it is gone.
+    expect(schema.indexes).not.toContain('cards_clean_name_fts_idx')
+    expect(schema.indexes).not.toContain('search_words_trgm_idx')
     expect(schema.trigram).toBeGreaterThan(0.3)
   }, 30_000) // the first database of a run builds its template (migrations) first
 

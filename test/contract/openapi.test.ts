@@ -175,6 +175,7 @@ const SUCCESS: Record<string, Call> = {
   'GET /v1/cards/{id}/history': { path: `/v1/cards/${cardId}/history`, key: 'min' },
   'GET /v1/cards/{id}/history/detailed': { path: `/v1/cards/${cardId}/history/detailed`, key: 'min' },
   'GET /v1/search': { path: `/v1/search?q=${encodeURIComponent(cardName.split(' ')[0]!)}&per_page=5`, key: 'min' },
+  'GET /v1/cards/autocomplete': { path: `/v1/cards/autocomplete?q=${encodeURIComponent(cardName.slice(0, 4))}`, key: 'min' },
   'GET /v1/prices/top-movers': { path: '/v1/prices/top-movers?limit=5', key: 'min' },
   'GET /v1/prices/changes': { path: '/v1/prices/changes?since=2026-11-19T00:00:00Z&limit=5', key: 'min' },
   'GET /v1/bulk/prices': { path: `/v1/bulk/prices?ids=${cardId},${unsoldCardId},${UNKNOWN}`, key: 'min' },
@@ -228,6 +229,7 @@ const REFUSALS: Record<string, Partial<Record<number, Call>>> = {
     404: { path: `/v1/cards/${UNKNOWN}/history/detailed`, key: 'min' },
   },
   'GET /v1/search': { 400: { path: '/v1/search?q=a', key: 'min' }, 404: { path: '/v1/search?q=dragon&game=no-such-game', key: 'min' } },
+  'GET /v1/cards/autocomplete': { 400: { path: '/v1/cards/autocomplete?q=a', key: 'min' }, 404: { path: '/v1/cards/autocomplete?q=dr&game=no-such-game', key: 'min' } },
   'GET /v1/prices/top-movers': { 400: { path: '/v1/prices/top-movers?limit=51', key: 'min' }, 404: { path: '/v1/prices/top-movers?game=no-such-game', key: 'min' } },
   'GET /v1/prices/changes': {
     400: { path: '/v1/prices/changes?since=yesterday', key: 'min' },

@@ -131,7 +131,14 @@ describe.skipIf(!services)('a database outage under a running service', async ()
     return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined, ms: systemClock.monotonic() - started }
   }
 
-  const snapshotRoutes = () => ['/v1/prices/top-movers?limit=2', `/v1/bulk/prices?ids=${cardIds}`, '/v1/prices/changes?since=2020-01-01T00:00:00Z&limit=2']
+  // Search and autocomplete read the snapshot's search index: no database either.
+  const snapshotRoutes = () => [
+    '/v1/prices/top-movers?limit=2',
+    `/v1/bulk/prices?ids=${cardIds}`,
+    '/v1/prices/changes?since=2020-01-01T00:00:00Z&limit=2',
+    '/v1/search?q=ch&per_page=2',
+    '/v1/cards/autocomplete?q=ch',
+  ]
   const databaseRoutes = () => [
     { path: '/v1/sets?per_page=1', key: business.key },
     { path: '/v1/keys', cookie: business.cookie },

@@ -1,5 +1,5 @@
 import { afterAll } from 'bun:test'
-import { type App, type AppDeps, appReady, createApp, stopApp } from '../../src/app'
+import { type App, type AppDeps, appReady, createApp, refreshAppSnapshot, stopApp } from '../../src/app'
 import { loadConfig } from '../../src/config'
 import { accountWithKey } from './auth'
 import { freshDatabase, testClock, testLogger, tinySource } from './db'
@@ -21,6 +21,8 @@ export interface TestServer {
   json(path: string, key?: string): Promise<{ status: number; body: any; headers: Headers }>
   /** Resolves once the first price snapshot is built (`/ready` then says so). */
   ready(): Promise<void>
+  /** Rebuilds the price snapshot from the database now, as a sync's announcement would; resolves once it serves. */
+  refreshSnapshot(): Promise<void>
   /** Stops it now (and flushes its counters); otherwise it stops after the file's tests. */
   stop(): Promise<void>
 }
@@ -36,7 +38,7 @@ export function startServer(deps: TestAppDeps, extend: (app: App) => App = (app)
     const response = await get(path, key === undefined ? undefined : { headers: { 'x-api-key': key } })
     return { status: response.status, body: (await response.json()) as any, headers: response.headers }
   }
-  return { base, get, json, ready: () => appReady(app), stop }
+  return { base, get, json, ready: () => appReady(app), refreshSnapshot: () => refreshAppSnapshot(app), stop }
 }
 
 /** The seeded demo catalog served over HTTP with the in-process quota store, and a Pro and a Free key. */

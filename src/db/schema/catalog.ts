@@ -86,17 +86,9 @@ export const cards = pgTable(
   (table) => [
     index('cards_set_number_idx').on(table.setId, table.number, table.id),
     index('cards_game_type_idx').on(table.gameId, table.productType),
-    index('cards_clean_name_fts_idx').using('gin', sql`to_tsvector('simple', ${table.cleanName})`),
+    // Bulk resolve by name: similar names (search is answered from memory, docs/adr/0112-search-in-memory.md).
     index('cards_clean_name_trgm_idx').using('gin', sql`${table.cleanName} gin_trgm_ops`),
     // Bulk resolve by name: exact (cleaned) name lookups.
     index('cards_clean_name_idx').on(table.cleanName),
   ],
 )
-
-/**
- * Every distinct word of the cards' clean names, with a trigram index: misspelt search words are
- * corrected against this short list, then cards are found by their words (docs/adr/0042-matching-by-words-then-by-corrected-words.md).
- * Syncs add the words of the cards they write; a word no card has any more only yields a
- * correction that matches nothing.
- */
-export const searchWords = pgTable('search_words', { word: text('word').primaryKey() }, (table) => [index('search_words_trgm_idx').using('gin', sql`${table.word} gin_trgm_ops`)])

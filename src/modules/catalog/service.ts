@@ -84,7 +84,11 @@ export async function getSet(db: Database, id: number) {
   return { data: toSetDetail(set) }
 }
 
-export function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
+/** A card-with-price row's fields: the SQL record's, or a snapshot card's with its primary price (its update time already ISO text). */
+type CardWithPriceFields = Omit<repo.CardWithPriceRecord, 'priceUpdatedAt' | 'total'> & { priceUpdatedAt: Date | string | null }
+type PrimaryPriceFields = 'printing' | 'marketPrice' | 'lowPrice' | 'medianPrice' | 'lowestWithShipping' | 'priceUpdatedAt'
+
+export function toCardWithPrice(row: CardWithPriceFields): CardWithPrice {
   return {
     id: row.id,
     name: row.name,
@@ -105,8 +109,22 @@ export function toCardWithPrice(row: repo.CardWithPriceRecord): CardWithPrice {
     low_price: row.lowPrice,
     median_price: row.medianPrice,
     lowest_with_shipping: row.lowestWithShipping,
-    price_updated_at: iso(row.priceUpdatedAt),
+    price_updated_at: typeof row.priceUpdatedAt === 'string' ? row.priceUpdatedAt : iso(row.priceUpdatedAt),
   }
+}
+
+/** The same row for a card the price snapshot holds: its prices are the spec's Price objects, the primary first; none, all null. */
+export function snapshotCardWithPrice(card: Omit<CardWithPriceFields, PrimaryPriceFields> & { prices: readonly Price[] }): CardWithPrice {
+  const primary = card.prices[0]
+  return toCardWithPrice({
+    ...card,
+    printing: primary?.printing ?? null,
+    marketPrice: primary?.market_price ?? null,
+    lowPrice: primary?.low_price ?? null,
+    medianPrice: primary?.median_price ?? null,
+    lowestWithShipping: primary?.lowest_with_shipping ?? null,
+    priceUpdatedAt: primary?.last_updated_at ?? null,
+  })
 }
 
 export async function listSetCards(db: Database, setId: number, filter: { type?: string; sort: SetCardSort }, page: Page) {

@@ -167,7 +167,7 @@ const TAGS = [
   { name: 'Prices', description: 'Bulk prices, top movers and the change feed, answered from the in-memory price snapshot' },
   { name: 'Bulk', description: 'Batched cards and history, set export and bulk resolve' },
   { name: 'History', description: 'Price history (window by tier)' },
-  { name: 'Search', description: 'Full-text and fuzzy card search' },
+  { name: 'Search', description: 'Card search by name, misspellings forgiven, and name autocomplete' },
   { name: 'Account', description: 'Sign up, log in (session cookie) and daily usage' },
   { name: 'Keys', description: 'API keys, managed with the session cookie' },
   { name: 'Webhooks', description: 'Price-alert webhooks, managed with the session cookie' },

@@ -36,6 +36,19 @@ describe('health and readiness', async () => {
     expect(body.snapshot.built_at).toBe(TEST_NOW.toISOString())
   })
 
+  test("/ready reports the node's memory: its RSS and the search index's size and words", async () => {
+    const server = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
+    await server.ready()
+    const body = (await (await server.get('/ready')).json()) as any
+    const [words] = await selectRows<{ n: number }>(seeded.db, sql`select count(distinct w)::int as n from cards, unnest(string_to_array(clean_name, ' ')) as w where w <> ''`)
+    expect(body.snapshot.search_index_words).toBe(words!.n)
+    // At least the words' own characters; far below the process's resident size.
+    expect(body.snapshot.search_index_bytes).toBeGreaterThan(words!.n)
+    expect(Number.isInteger(body.memory.rss_mb)).toBe(true)
+    expect(body.memory.rss_mb).toBeGreaterThan(0)
+    expect(body.snapshot.search_index_bytes).toBeLessThan(body.memory.rss_mb * 1_048_576)
+  })
+
   test('/ready says whether this node leads the scheduled jobs and, per tier, when its games were last synced', async () => {
     const follower = startServer({ db: seeded.db, redis: undefined, logger: testLogger })
     await follower.ready()
@@ -80,7 +93,9 @@ describe('health and readiness', async () => {
     const server = startServer({ db: empty.db, redis: undefined, logger: testLogger })
     const response = await server.get('/ready')
     expect(response.status).toBe(503)
-    expect(((await response.json()) as any).checks.data).toBe('empty')
+    const body = (await response.json()) as any
+    expect(body.checks.data).toBe('empty')
+    expect(body.memory.rss_mb).toBeGreaterThan(0) // memory is reported before the node is ready too
   })
 
   test('/ready stays 200 but says degraded when a configured Redis is unreachable', async () => {

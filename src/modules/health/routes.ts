@@ -32,10 +32,16 @@ const Readiness = Type.Object({
         build_ms: Type.Integer({ minimum: 0 }),
         cards: Type.Integer({ minimum: 0 }),
         prices: Type.Integer({ minimum: 0 }),
+        search_index_bytes: Type.Integer({ minimum: 0, description: "The search index's size in memory (its arrays and strings, estimated), bytes" }),
+        search_index_words: Type.Integer({ minimum: 0, description: 'Distinct words of the card names the search index holds' }),
       }),
       Type.Null(),
     ],
-    { description: 'The price snapshot in service (bulk prices, top movers); null until the first one is built' },
+    { description: 'The price snapshot in service (card prices, bulk prices, top movers, search); null until the first one is built' },
+  ),
+  memory: Type.Object(
+    { rss_mb: Type.Integer({ minimum: 0, description: "The process's resident set size now, MB (2^20 bytes)" }) },
+    { description: "This node's memory: what an orchestrator's memory limit is compared with" },
   ),
   jobs: Type.Object(
     {
@@ -73,6 +79,8 @@ const Readiness = Type.Object({
     { description: 'The marketplace source this node reads (MARKETPLACE_SOURCE), the one that filled the catalog' },
   ),
 })
+
+const MB = 1_048_576
 
 const NO_SYNC = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
 
@@ -139,6 +147,7 @@ export function healthRoutes(
           status: !serving ? ('not_ready' as const) : degraded ? ('degraded' as const) : ('ready' as const),
           checks: { database: database ? ('ok' as const) : ('error' as const), data, redis, quota },
           snapshot,
+          memory: { rss_mb: Math.round(process.memoryUsage.rss() / MB) },
           jobs: { leader: deps.isLeader?.() ?? false, last_sync: lastSync },
           source,
         }
@@ -159,7 +168,8 @@ export function healthRoutes(
             'this node until it returns) or `database: error` (the price snapshot routes still answer keys seen within the ' +
             'hour; everything else answers 503 `SERVICE_UNAVAILABLE`). 503 `not_ready` when the catalog is empty or no ' +
             'snapshot exists yet. Each check gives up after 2 s, so this answers within about 2 s even then. `snapshot` ' +
-            'gives its version, source, build time and age; `jobs` whether this node leads the scheduled syncs and, per ' +
+            "gives its version, source, build time and age, and the search index's size; `memory` the process's resident " +
+            'set size; `jobs` whether this node leads the scheduled syncs and, per ' +
             'update tier, when its games were last synced. `source` names the marketplace source and what it provides, on ' +
             "which parts of the API depend: without `listings`, condition prices (one card's and bulk) answer 404 " +
             '`CONDITION_PRICES_UNAVAILABLE`; without `sales`, `avg_sales_price` and `sales_volume` stay null; without ' +

@@ -2,7 +2,7 @@ import { and, count, eq, lt, type SQL, sql } from 'drizzle-orm'
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core'
 import { canCopy, copyIn } from '../../db/binary-copy'
 import { type Database, type Executor, runWithoutStatementTimeout, selectRows } from '../../db/client'
-import { cardPrices, cards, catalogSource, games, marketplaceRequests, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
+import { cardPrices, cards, catalogSource, games, marketplaceRequests, priceHistory, sets, syncRuns } from '../../db/schema'
 import { type MarketState, printingKey } from './normalize'
 
 // Every write is batched and idempotent: upserts touch a row only when a value differs, so a
@@ -116,19 +116,6 @@ export async function upsertCards(db: Executor, gameId: number, rows: CardRow[])
   }
   const ids = await db.select({ id: cards.id, marketplaceId: cards.marketplaceId }).from(cards).where(eq(cards.gameId, gameId))
   return new Map(ids.map((row) => [row.marketplaceId, row.id]))
-}
-
-/**
- * Adds the words of the game's card names to the search dictionary (search_words), in word order,
- * so concurrent syncs of two games take their row locks in the same order and cannot deadlock.
- */
-export async function addSearchWords(db: Executor, gameId: number): Promise<void> {
-  await db.execute(sql`
-    insert into ${searchWords} (word)
-    select distinct w from ${cards}, unnest(string_to_array(${cards.cleanName}, ' ')) as w
-    where ${cards.gameId} = ${gameId} and w <> ''
-    order by w
-    on conflict do nothing`)
 }
 
 /** A printing's current market price and when the marketplace reported it (card_prices). */
@@ -418,15 +405,15 @@ export async function finishGameSync(db: Executor, gameId: number, now: Date): P
 
 /**
  * After a sync, outside its transactions: fresh planner statistics for the tables it rewrote, and
- * the cards' GIN indexes (names, full text and trigrams) merged with their pending lists. Without
- * it the planner costs search and price joins from stale or missing statistics, and until the next
- * autovacuum (which some servers run rarely or never) every name search also scans the unsorted
- * pending list: on the medium catalog right after seeding, one search took 165 ms instead of 7 ms.
+ * the cards' trigram GIN index merged with its pending list. Without it the planner costs price
+ * joins and name lookups from stale or missing statistics, and until the next autovacuum (which
+ * some servers run rarely or never) every trigram name lookup (bulk resolve by name) also scans the
+ * unsorted pending list: on the medium catalog right after seeding, one such lookup took 165 ms instead of 7 ms.
  * `price_history` is only analysed: it is appended to, and vacuuming millions of rows daily buys
  * its range scans nothing.
  */
 export async function refreshStatistics(db: Database): Promise<void> {
-  await runWithoutStatementTimeout(db, [sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}, ${searchWords}`, sql`analyze ${priceHistory}`])
+  await runWithoutStatementTimeout(db, [sql`vacuum (analyze) ${games}, ${sets}, ${cards}, ${cardPrices}`, sql`analyze ${priceHistory}`])
 }
 
 /** The advisory lock class of a game's sync, `(7301, game id)`. */

@@ -3,7 +3,7 @@ import { and, asc, count, eq, inArray, sql } from 'drizzle-orm'
 import { freshDatabase, selectRows, testClock, testLogger, tinySource } from '../../../test/helpers/db'
 import { TEST_NOW } from '../../../test/helpers/env'
 import type { Database } from '../../db/client'
-import { cardPrices, cards, games, priceHistory, searchWords, sets, syncRuns } from '../../db/schema'
+import { cardPrices, cards, games, priceHistory, sets, syncRuns } from '../../db/schema'
 import { addDays, clockWithWall, utcDate } from '../../shared/clock'
 import { cleanName } from '../../shared/text'
 import { backfillDates, DEFAULT_BACKFILL, HISTORY_START, percentChange } from './normalize'
@@ -215,22 +215,14 @@ describe('seeding the demo catalog', async () => {
     expect(runs.every((r) => r.status === 'succeeded' && r.finishedAt !== null)).toBe(true)
   })
 
-  test('every word of every clean name is in the search dictionary, once', async () => {
-    const names = await db.select({ cleanName: cards.cleanName }).from(cards)
-    const expected = new Set(names.flatMap((row) => row.cleanName.split(' ')).filter((word) => word !== ''))
-    const words = (await db.select().from(searchWords)).map((row) => row.word)
-    expect(words.length).toBe(expected.size)
-    expect(new Set(words)).toEqual(expected)
-  })
-
   test('the planner has statistics for every table the sync wrote (no autovacuum needed)', async () => {
     const analysed = await selectRows<{ table: string }>(
       db,
       sql`
       select distinct tablename as table from pg_stats
-      where schemaname = 'public' and tablename in ('games', 'sets', 'cards', 'card_prices', 'price_history', 'search_words')`,
+      where schemaname = 'public' and tablename in ('games', 'sets', 'cards', 'card_prices', 'price_history')`,
     )
-    expect(analysed.map((row) => row.table).sort()).toEqual(['card_prices', 'cards', 'games', 'price_history', 'search_words', 'sets'])
+    expect(analysed.map((row) => row.table).sort()).toEqual(['card_prices', 'cards', 'games', 'price_history', 'sets'])
   })
 })
 

@@ -216,7 +216,6 @@ async function syncGame(tx: Executor, deps: Pick<SyncDeps, 'source' | 'logger'>,
     tx,
     fetched.flatMap(({ set, products }) => (products && set.modifiedOn !== undefined ? [{ groupId: set.groupId, modifiedOn: set.modifiedOn }] : [])),
   )
-  await repo.addSearchWords(tx, gameId)
 
   const current = await repo.findCurrentPrices(tx, gameId)
   const market = repo.marketStates(current)

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox'
-import { LiteralUnion, PaginationQuery, QueryInt, QueryNumber, QueryParams } from '../../shared/model'
+import { ListTotal, LiteralUnion, PaginationQuery, QueryInt, QueryNumber, QueryParams } from '../../shared/model'
 import { PRODUCT_TYPES } from '../catalog/model'
 
 export const SEARCH_SORTS = ['relevance', 'price_asc', 'price_desc', 'name'] as const
@@ -53,3 +53,20 @@ export interface SearchFilter {
   maxPrice?: number
   sort: SearchSort
 }
+
+/** Names an autocomplete answer holds at most: enough for a type-ahead box's list. */
+export const MAX_AUTOCOMPLETE = 20
+
+export const AutocompleteQuery = QueryParams({
+  q: Type.String({
+    minLength: Q_MIN_LENGTH,
+    description:
+      `The start of a card name as typed, ${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters after trimming. Case, accents and ` +
+      'punctuation do not matter; every word of q must start a word of the name.',
+    examples: ['chari'],
+  }),
+  game: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Game slug: names of that game only; an unknown slug is a 404' })),
+})
+export type AutocompleteQuery = Static<typeof AutocompleteQuery>
+
+export const AutocompleteMeta = Type.Object({ total: ListTotal(`Names in \`data\` (at most ${MAX_AUTOCOMPLETE}; no paging)`) })

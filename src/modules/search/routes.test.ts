@@ -3,7 +3,6 @@ import { type SQL, sql } from 'drizzle-orm'
 import { PRIMARY_PRINTING_FIRST, selectRows } from '../../../test/helpers/db'
 import { seededCatalogServer } from '../../../test/helpers/server'
 import { cleanName } from '../../shared/text'
-import { addSearchWords } from '../ingest/repo'
 
 const { database, server, proKey, freeKey } = await seededCatalogServer()
 
@@ -110,8 +109,6 @@ const addCard = async (copyOf: number, name: string) => {
     select set_id, game_id, (select max(marketplace_id) + 1 from cards), ${name}, ${cleanName(name)}, number, rarity, image_url,
       marketplace_url, product_type, foil_only, total_listings, shipping_category_id, product_status_id, hp, custom_attributes, updated_at
     from cards where id = ${copyOf} returning id, game_id`)
-  // As a sync does: the new name's words join the dictionary misspellings are corrected against.
-  await addSearchWords(database.db, added!.game_id)
   return added!.id
 }
 const [elsewhere] = await rows<{ id: number; slug: string }>(sql`
@@ -121,6 +118,8 @@ const starred = await addCard(famous!.id, `${famous!.name} Star`)
 const dark = await addCard(famous!.id, `Dark ${famous!.name}`)
 const lookalikeName = `${famous!.name.slice(0, middle + 1)}${famous!.name.slice(middle)} Rex` // "Chariizard Rex"
 const lookalike = await addCard(elsewhere!.id, lookalikeName)
+// As a sync does: the new snapshot, whose search index holds the new names and their words, is built before the searches.
+await server.refreshSnapshot()
 
 describe('GET /v1/search: matching', () => {
   test('the fixtures exist', () => {

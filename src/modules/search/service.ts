@@ -1,21 +1,26 @@
-import type { Database } from '../../db/client'
 import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
 import { cleanName } from '../../shared/text'
-import { toCardWithPrice } from '../catalog/service'
-import { Q_MAX_LENGTH, Q_MIN_LENGTH, type SearchFilter, type SearchQuery } from './model'
-import * as repo from './repo'
+import { snapshotCardWithPrice } from '../catalog/service'
+import type { PriceSnapshot } from '../snapshot/snapshot'
+import { type AutocompleteQuery, MAX_AUTOCOMPLETE, Q_MAX_LENGTH, Q_MIN_LENGTH, type SearchFilter, type SearchQuery } from './model'
 
-/** The query string as the repo needs it; what the schema cannot check (trimmed length, price order) is refused here. */
-export function toSearchFilter(query: SearchQuery): SearchFilter {
-  const q = query.q.trim()
-  if (q.length < Q_MIN_LENGTH || q.length > Q_MAX_LENGTH) {
+/** `q` as names are matched: cleaned like a stored clean name. What the schema cannot check (its trimmed length, a letter or digit) is refused here. */
+function searchText(q: string): string {
+  const trimmed = q.trim()
+  if (trimmed.length < Q_MIN_LENGTH || trimmed.length > Q_MAX_LENGTH) {
     throw invalidField('q', `must be ${Q_MIN_LENGTH} to ${Q_MAX_LENGTH} characters long (after trimming spaces)`)
   }
-  const text = cleanName(q)
+  const text = cleanName(trimmed)
   if (text.length === 0) {
     throw invalidField('q', 'must contain a letter or a digit')
   }
+  return text
+}
+
+/** The query string as the index needs it; what the schema cannot check (q's trimmed length, price order) is refused here. */
+export function toSearchFilter(query: SearchQuery): SearchFilter {
+  const text = searchText(query.q)
   const { min_price: minPrice, max_price: maxPrice } = query
   if (minPrice !== undefined && maxPrice !== undefined && minPrice > maxPrice) {
     throw invalidQuery(`'min_price' (${minPrice}) must not exceed 'max_price' (${maxPrice})`, [
@@ -36,20 +41,41 @@ export function toSearchFilter(query: SearchQuery): SearchFilter {
   }
 }
 
+/** The game a `game` filter names (undefined: no filter); an unknown slug is a 404. */
+function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | undefined {
+  if (slug === undefined) return undefined
+  const gameId = snapshot.gameId(slug)
+  if (gameId === undefined) throw notFound(`Game '${slug}'`)
+  return gameId
+}
+
 /**
- * A page of cards whose names match `q`, as card-with-price rows. One statement; an empty page may
- * cost a second, which tells an unknown game or set (404) from a search without matches and, past
- * the last page, counts the matches.
+ * A page of cards whose names match `q`, as card-with-price rows, answered from the snapshot's
+ * search index (docs/adr/0112-search-in-memory.md): no database round trip.
  */
-export async function searchCards(db: Database, query: SearchQuery, page: Page) {
+export function searchCards(snapshot: PriceSnapshot, query: SearchQuery, page: Page) {
   const filter = toSearchFilter(query)
-  const found = await repo.findSearchPage(db, filter, page)
-  let total = found.total
-  if (total === undefined) {
-    const counted = await repo.countSearch(db, filter, page)
-    if (!counted.gameKnown) throw notFound(`Game '${filter.game}'`)
-    if (!counted.setKnown) throw notFound(`Set ${filter.setId}`)
-    total = counted.total
-  }
-  return { data: found.rows.map(toCardWithPrice), meta: pageMeta(page, total) }
+  const gameId = gameIdOf(snapshot, filter.game)
+  if (filter.setId !== undefined && !snapshot.hasSet(filter.setId)) throw notFound(`Set ${filter.setId}`)
+  const { ids, total } = snapshot.search.search({
+    text: filter.text,
+    gameId,
+    type: filter.type,
+    setId: filter.setId,
+    rarity: filter.rarity,
+    printing: filter.printing,
+    minPrice: filter.minPrice,
+    maxPrice: filter.maxPrice,
+    sort: filter.sort,
+    offset: (page.page - 1) * page.perPage,
+    limit: page.perPage,
+  })
+  return { data: ids.map((id) => snapshotCardWithPrice(snapshot.card(id)!)), meta: pageMeta(page, total) }
+}
+
+/** Up to MAX_AUTOCOMPLETE distinct card names for what a user has typed so far, names starting with it first. */
+export function autocompleteNames(snapshot: PriceSnapshot, query: AutocompleteQuery) {
+  const text = searchText(query.q)
+  const data = snapshot.search.autocomplete(text, gameIdOf(snapshot, query.game), MAX_AUTOCOMPLETE)
+  return { data, meta: { total: data.length } }
 }

@@ -1,8 +1,8 @@
-/** Ints per slot: card id (0 = empty), start and end of its row in the bulk buffer, its index in the row objects (UNPRICED: none). */
+/**
+ * Ints per slot: card id (0 = empty), start and end of its row in the bulk buffer (equal: a card
+ * without prices, which has no Bulk price row, docs/adr/0047-bulk-price-rows-and-ids-lists.md), and its row in the snapshot's columns.
+ */
 const SLOT = 4
-
-/** The row index of a card without prices: it has no Bulk price row (docs/adr/0047-bulk-price-rows-and-ids-lists.md). */
-const UNPRICED = -1
 
 /** The cards a bulk request names: their slots in request order (repeats dropped), and the ids of no card. */
 export interface BulkSelection {
@@ -41,9 +41,9 @@ export class BulkIndex {
     return Math.imul(id, 0x9e3779b1) >>> this.shift
   }
 
-  /** A card without prices: found, but with no row. */
-  addUnpriced(id: number): void {
-    this.add(id, 0, 0, UNPRICED)
+  /** A card without prices: found, but with no Bulk price row. */
+  addUnpriced(id: number, row = -1): void {
+    this.add(id, 0, 0, row)
   }
 
   add(id: number, start: number, end: number, row: number): void {
@@ -67,6 +67,21 @@ export class BulkIndex {
     }
   }
 
+  /** Where the card's Bulk price row lies in the bulk buffer (it had none so far); false when no card has the id. */
+  setRange(id: number, start: number, end: number): boolean {
+    const slot = this.find(id)
+    if (slot < 0) return false
+    this.table[slot * SLOT + 1] = start
+    this.table[slot * SLOT + 2] = end
+    return true
+  }
+
+  /** The card's row, or -1 when no card has the id. */
+  rowOf(id: number): number {
+    const slot = this.find(id)
+    return slot < 0 ? -1 : this.table[slot * SLOT + 3]!
+  }
+
   /**
    * The slots of these ids in order, each card once (cards without prices apart, by id).
    * Synchronous: the stamp it marks slots with is this call's alone.
@@ -85,7 +100,7 @@ export class BulkIndex {
       if (slot < 0) (missing ??= new Set()).add(id)
       else if (this.seen[slot] !== this.stamp) {
         this.seen[slot] = this.stamp
-        if (this.table[slot * SLOT + 3] === UNPRICED) (unpriced ??= []).push(id)
+        if (this.table[slot * SLOT + 1] === this.table[slot * SLOT + 2]) (unpriced ??= []).push(id)
         else slots[count++] = slot
       }
     }

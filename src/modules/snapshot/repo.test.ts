@@ -4,7 +4,11 @@ import { freshDatabase, selectRows } from '../../../test/helpers/db'
 import { TEST_DATABASE_URL } from '../../../test/helpers/env'
 import { eventually } from '../../../test/helpers/eventually'
 import { openPostgres } from '../../db/client'
-import { loadSnapshotSource } from './repo'
+import { loadSnapshotSource, type SnapshotSource } from './repo'
+
+/** The rows read, as objects: Price objects, and cards as read. */
+const pricesOf = (source: SnapshotSource) => Array.from({ length: source.prices.length }, (_, row) => source.prices.price(row))
+const cardsOf = (source: SnapshotSource) => Array.from({ length: source.cards.length }, (_, row) => source.cards.fields(row))
 
 // Under PGlite both reads are the same SELECTs.
 const database = TEST_DATABASE_URL ? await freshDatabase('seeded') : undefined
@@ -21,12 +25,17 @@ describe.skipIf(!database)('snapshot source', () => {
                          where card_id in (select id from cards order by id desc limit 5)`)
     const viaCopy = await loadSnapshotSource(db)
     const viaSelect = await loadSnapshotSource(db, { viaCopy: false })
-    expect(viaCopy.prices.length).toBeGreaterThan(100)
-    expect(viaCopy.prices.filter((price) => price.market_price === null && price.price_change_30d === null).length).toBeGreaterThanOrEqual(5)
-    expect(viaCopy.prices.some((price) => price.buylist_price === null)).toBe(true)
-    const unreported = viaCopy.prices.filter((price) => price.low_price === null && price.median_price === null && price.lowest_with_shipping === null)
+    const prices = pricesOf(viaCopy)
+    expect(prices.length).toBeGreaterThan(100)
+    expect(prices.filter((price) => price.market_price === null && price.price_change_30d === null).length).toBeGreaterThanOrEqual(5)
+    expect(prices.some((price) => price.buylist_price === null)).toBe(true)
+    const unreported = prices.filter((price) => price.low_price === null && price.median_price === null && price.lowest_with_shipping === null)
     expect(unreported.length).toBeGreaterThanOrEqual(5)
-    expect(viaCopy.cards.some((card) => card.foilOnly === 1)).toBe(true)
+    const cards = cardsOf(viaCopy)
+    expect(cards.some((card) => card.foilOnly === 1)).toBe(true)
+    expect(cards.some((card) => card.number === null)).toBe(true)
+    // Every field of every row, keys in the same order, as objects and as the columns themselves.
+    expect(JSON.stringify([prices, cards])).toBe(JSON.stringify([pricesOf(viaSelect), cardsOf(viaSelect)]))
     expect(JSON.stringify(viaCopy)).toBe(JSON.stringify(viaSelect))
   })
 
@@ -62,7 +71,7 @@ describe.skipIf(!database)('snapshot source', () => {
       expect(JSON.stringify(await loading)).toBe(JSON.stringify(before))
       const after = await loadSnapshotSource(pool.db)
       expect(after.fingerprint).not.toBe(before.fingerprint)
-      const lowPrices = (source: typeof before) => new Map(source.prices.map((price) => [`${price.card_id} ${price.printing}`, price.low_price]))
+      const lowPrices = (source: typeof before) => new Map(pricesOf(source).map((price) => [`${price.card_id} ${price.printing}`, price.low_price]))
       const [was, now] = [lowPrices(before), lowPrices(after)]
       for (const [key, low] of now) expect(low).toBe(was.get(key) === null ? null : was.get(key)! + 1000)
     } finally {

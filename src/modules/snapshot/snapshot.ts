@@ -2,14 +2,23 @@ import type { Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
 import { priceRowOf } from '../catalog/service'
 import { BulkIndex, type BulkSelection } from './bulk-index'
+import { type CardColumns, type DecimalColumn, orNull, type PriceColumns } from './columns'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from './model'
 import { MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS } from './model'
 import type { SnapshotSource } from './repo'
+import { type SearchableCard, SearchIndex } from './search-index'
 
-/** A card as the snapshot keeps it: what bulk rows and mover rows need, and its prices. */
+/** A card as the snapshot answers it: what bulk rows, mover rows and search answers need, and its prices. */
 export interface SnapshotCard {
   id: number
   name: string
+  cleanName: string
+  /** null for sealed products, which have none. */
+  number: string | null
+  rarity: string
+  /** null when the source does not count listings. */
+  totalListings: number | null
+  setId: number
   setName: string
   setSlug: string
   gameName: string
@@ -39,8 +48,6 @@ export interface ChangePosition {
   printing: string
 }
 
-const CHANGE_FIELD = { '24h': 'price_change_24h', '7d': 'price_change_7d', '30d': 'price_change_30d' } as const
-
 /** Serialised movers answers a snapshot keeps: a few MB at most (50 rows of about 400 bytes each). */
 const MOVER_ANSWERS_KEPT = 2_048
 
@@ -58,33 +65,76 @@ const moverKeyOf = (filter: MoverFilter) => moverKey(filter.period, filter.direc
 
 const byCodePoint = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
-const compareToPosition = (price: Price, position: ChangePosition) =>
-  byCodePoint(price.last_updated_at, position.at) || price.card_id - position.cardId || byCodePoint(price.printing, position.printing)
+/** The parts a snapshot is made of (see the fields of PriceSnapshot). */
+interface Parts {
+  cards: CardColumns
+  prices: PriceColumns
+  gamesById: Map<number, GameNames>
+  setsById: Map<number, { name: string; slug: string }>
+  firstPrice: Int32Array
+  cardPrices: Int32Array
+  priceCard: Int32Array
+  bulkChunks: Buffer[]
+  bulkIndex: BulkIndex
+  moverRows: Int32Array
+  movers: Map<string, Int32Array>
+  changes: Map<number | '*', Int32Array>
+  search: SearchIndex
+  priceCount: number
+  asOf: string | null
+}
+
+interface GameNames {
+  name: string
+  slug: string
+  kind: string
+}
+
+/** Collections a build asks for: the store collects the garbage of each phase, and within a phase the strings it made and dropped (a build runs once per sync). */
+export interface BuildOptions {
+  betweenPhases?: () => void
+  /** Called every megabyte of bulk rows: each row's text is garbage once copied into the buffer. */
+  collectYoung?: () => void
+}
 
 /**
  * An immutable, in-process copy of every card's current prices (docs/adr/0020-the-snapshot.md), with
  * each bulk row serialised and the movers pre-sorted, so bulk prices and top movers are lookups
  * and slices. A new one is built off the request path and swapped in whole (see store.ts); a
  * request holds the one it started with.
+ *
+ * Rows are kept as the columns they were read into (columns.ts), not as an object per card and per
+ * price: a card or a Price object is made when a request asks for it. Lists of rows (a card's
+ * prices, the movers, the change feed) are Int32Arrays of row numbers.
  */
 export class PriceSnapshot {
   readonly cardCount: number
   readonly priceCount: number
   /** Newest `last_updated_at` of any price; null when there are none. */
   readonly asOf: string | null
-  private readonly cards: Map<number, SnapshotCard>
+  /** Card search and autocomplete over every card (docs/adr/0112-search-in-memory.md). */
+  readonly search: SearchIndex
+  private readonly cards: CardColumns
+  private readonly prices: PriceColumns
+  private readonly gamesById: Map<number, GameNames>
+  private readonly setsById: Map<number, { name: string; slug: string }>
   private readonly gamesBySlug: Map<string, number>
-  /** Every card's Bulk price row as UTF-8 JSON, each after a comma (the first after `[`), back to back (bulkIndex says where). */
-  private readonly bulkBuffer: Buffer
+  /** Card row → where its price rows start in cardPrices; [row + 1] is where they end. */
+  private readonly firstPrice: Int32Array
+  /** Price rows grouped by card row, each card's primary printing first (docs/adr/0011-primary-printing.md). */
+  private readonly cardPrices: Int32Array
+  /** Price row → its card's row (-1: no such card). */
+  private readonly priceCard: Int32Array
+  /** Every card's Bulk price row as UTF-8 JSON, each after a comma, back to back in 1 MB buffers (bulkIndex says where). */
+  private readonly bulkChunks: Buffer[]
+  /** Card id → its row and its Bulk price row's bytes. */
   private readonly bulkIndex: BulkIndex
-  /** Every card's Bulk price row as an object (for msgpack), at the index bulkIndex gives. */
-  private readonly bulkRows: BulkPriceRow[]
-  /** The movers' rows: every printing with a market price, by card id, then printing. */
-  private readonly moverRows: RowsWithCards
+  /** The movers' price rows: every printing with a market price, by card id, then printing. */
+  private readonly moverRows: Int32Array
   /** Per period, direction, game, product type and printing (each or ANY): the first MAX_MOVERS positions in moverRows, biggest move first. */
   private readonly movers: Map<string, Int32Array>
   /** Per game (and '*'): price rows by update time, then card id, then printing. */
-  private readonly changes: Map<number | '*', Price[]>
+  private readonly changes: Map<number | '*', Int32Array>
   /** Movers answers serialised so far, by filter (see topMoversJson). */
   private readonly moverAnswers = new Map<string, { json: string; count: number }>()
 
@@ -92,101 +142,88 @@ export class PriceSnapshot {
     readonly version: string,
     readonly builtAt: Date,
     readonly fingerprint: string,
-    parts: {
-      cards: Map<number, SnapshotCard>
-      gamesBySlug: Map<string, number>
-      bulkBuffer: Buffer
-      bulkIndex: BulkIndex
-      bulkRows: BulkPriceRow[]
-      moverRows: RowsWithCards
-      movers: Map<string, Int32Array>
-      changes: Map<number | '*', Price[]>
-      priceCount: number
-      asOf: string | null
-    },
+    parts: Parts,
   ) {
     this.cards = parts.cards
-    this.gamesBySlug = parts.gamesBySlug
-    this.bulkBuffer = parts.bulkBuffer
+    this.prices = parts.prices
+    this.gamesById = parts.gamesById
+    this.setsById = parts.setsById
+    this.gamesBySlug = new Map([...parts.gamesById].map(([id, game]) => [game.slug, id]))
+    this.firstPrice = parts.firstPrice
+    this.cardPrices = parts.cardPrices
+    this.priceCard = parts.priceCard
+    this.bulkChunks = parts.bulkChunks
     this.bulkIndex = parts.bulkIndex
-    this.bulkRows = parts.bulkRows
     this.moverRows = parts.moverRows
     this.movers = parts.movers
     this.changes = parts.changes
-    this.cardCount = parts.cards.size
+    this.search = parts.search
+    this.cardCount = parts.cards.length
     this.priceCount = parts.priceCount
     this.asOf = parts.asOf
   }
 
-  static build(source: SnapshotSource, builtAt: Date): PriceSnapshot {
-    const setsById = new Map(source.sets.map((set) => [set.id, set]))
-    const gamesById = new Map(source.games.map((game) => [game.id, game]))
-    const cards = new Map<number, SnapshotCard>()
-    for (const row of source.cards) {
-      const set = setsById.get(row.setId)
-      const game = gamesById.get(row.gameId)
-      cards.set(row.id, {
-        id: row.id,
-        name: row.name,
-        setName: set?.name ?? '',
-        setSlug: set?.slug ?? '',
-        gameName: game?.name ?? '',
-        gameSlug: game?.slug ?? '',
-        gameId: row.gameId,
-        marketplaceId: row.marketplaceId,
-        productType: row.productType as SnapshotCard['productType'],
-        foilOnly: row.foilOnly,
-        imageUrl: row.imageUrl,
-        prices: [],
-      })
-    }
-    let asOf: string | null = null
-    for (const price of source.prices) {
-      cards.get(price.card_id)?.prices.push(price)
-      if (asOf === null || price.last_updated_at > asOf) asOf = price.last_updated_at
-    }
-    const bulkRows: BulkPriceRow[] = []
-    const unpriced: number[] = []
-    const orders = new Map<number, (a: string, b: string) => number>()
-    for (const card of cards.values()) {
-      if (card.prices.length === 0) {
-        unpriced.push(card.id)
-        continue
-      }
-      if (card.prices.length > 1) {
-        let order = orders.get(card.gameId)
-        if (!order) orders.set(card.gameId, (order = printingOrder(gamesById.get(card.gameId)?.kind ?? '')))
-        card.prices.sort((a, b) => order(a.printing, b.printing))
-      }
-      const primary = card.prices[0]!
-      // A foil printing the source never priced does not hide a later one that it did.
-      const foil = card.prices.find((price) => isFoilPrinting(price.printing) && price.market_price !== null)
-      bulkRows.push({
-        card_id: card.id,
-        market_price: primary.market_price,
-        low_price: primary.low_price,
-        foil_market_price: foil?.market_price ?? null,
-        price_change_24h: primary.price_change_24h,
-        last_updated_at: primary.last_updated_at,
-      })
-    }
-    const { bulkBuffer, bulkIndex } = serialiseBulkRows(bulkRows, unpriced)
-    const ordered = inFeedOrder(cards)
+  static build(source: SnapshotSource, builtAt: Date, options: BuildOptions = {}): PriceSnapshot {
+    const between = options.betweenPhases ?? (() => {})
+    const { cards, prices } = source
+    const gamesById = new Map(source.games.map((game) => [game.id, { name: game.name, slug: game.slug, kind: game.kind }]))
+    const setsById = new Map(source.sets.map((set) => [set.id, { name: set.name, slug: set.slug }]))
+    const bulkIndex = new BulkIndex(cards.length)
+    for (let row = 0; row < cards.length; row++) bulkIndex.addUnpriced(cards.id[row]!, row)
+    const grouped = groupPrices(cards, prices, bulkIndex, gamesById)
+    const bulkChunks = serialiseBulkRows(cards, prices, grouped, bulkIndex, options.collectYoung ?? (() => {}))
+    between()
+    const search = buildSearch(cards, prices, grouped)
+    between()
+    const feed = inFeedOrder(cards, prices, grouped)
+    const { moverRows, movers } = buildMovers(feed, cards, prices, grouped.priceCard)
+    between()
+    const changes = buildChanges(feed, cards, prices, grouped.priceCard)
     return new PriceSnapshot(versionOf(source.fingerprint), builtAt, source.fingerprint, {
       cards,
-      gamesBySlug: new Map(source.games.map((game) => [game.slug, game.id])),
-      bulkBuffer,
+      prices,
+      gamesById,
+      setsById,
+      ...grouped,
+      bulkChunks,
       bulkIndex,
-      bulkRows,
-      ...buildMovers(ordered),
-      changes: buildChanges(ordered, cards),
-      priceCount: source.prices.length,
-      asOf,
+      moverRows,
+      movers,
+      changes,
+      search,
+      priceCount: grouped.cardPrices.length,
+      asOf: newestUpdate(prices, grouped.cardPrices),
     })
   }
 
+  /** The card with its prices, made for the caller (a new object each call). */
   card(id: number): SnapshotCard | undefined {
-    return this.cards.get(id)
+    const row = this.bulkIndex.rowOf(id)
+    if (row < 0) return undefined
+    const card = this.cards.fields(row)
+    const set = this.setsById.get(card.setId)
+    const game = this.gamesById.get(card.gameId)
+    const prices: Price[] = []
+    for (let at = this.firstPrice[row]!; at < this.firstPrice[row + 1]!; at++) prices.push(this.prices.price(this.cardPrices[at]!))
+    return {
+      id: card.id,
+      name: card.name,
+      cleanName: card.cleanName,
+      number: card.number,
+      rarity: card.rarity,
+      totalListings: card.totalListings,
+      setId: card.setId,
+      setName: set?.name ?? '',
+      setSlug: set?.slug ?? '',
+      gameName: game?.name ?? '',
+      gameSlug: game?.slug ?? '',
+      gameId: card.gameId,
+      marketplaceId: card.marketplaceId,
+      productType: card.productType as SnapshotCard['productType'],
+      foilOnly: card.foilOnly,
+      imageUrl: card.imageUrl,
+      prices,
+    }
   }
 
   /** The cards these ids name, each once in request order, and the ids that name none. */
@@ -212,7 +249,9 @@ export class PriceSnapshot {
     for (let i = 0; i < count; i++) {
       const start = index.start(slots[i]!)
       const end = index.end(slots[i]!)
-      parts[i + 1] = this.bulkBuffer.subarray(start, end)
+      const chunk = (start / BULK_CHUNK_BYTES) | 0
+      const base = chunk * BULK_CHUNK_BYTES
+      parts[i + 1] = this.bulkChunks[chunk]!.subarray(start - base, end - base)
       length += end - start
     }
     const tailBytes = Buffer.from(`]${tail}`)
@@ -222,14 +261,31 @@ export class PriceSnapshot {
     return out
   }
 
-  /** The selected cards' Bulk price rows as objects. */
+  /** The selected cards' Bulk price rows as objects (for msgpack), made from the columns. */
   bulkObjects(selection: BulkSelection): BulkPriceRow[] {
-    return Array.from(selection.slots.subarray(0, selection.count), (slot) => this.bulkRows[this.bulkIndex.row(slot)]!)
+    const { prices } = this
+    return Array.from(selection.slots.subarray(0, selection.count), (slot) => {
+      const row = this.bulkIndex.row(slot)
+      const primary = this.cardPrices[this.firstPrice[row]!]!
+      return {
+        card_id: this.cards.id[row]!,
+        market_price: orNull(prices.marketPrice.get(primary)),
+        low_price: orNull(prices.lowPrice.get(primary)),
+        foil_market_price: orNull(foilMarketPrice(prices, this.cardPrices, this.firstPrice[row]!, this.firstPrice[row + 1]!, foilPrintings(prices))),
+        price_change_24h: orNull(prices.priceChange24h.get(primary)),
+        last_updated_at: prices.times.values[prices.lastUpdatedAt[primary]!]!,
+      }
+    })
   }
 
   /** The game's id, or undefined when no game has the slug. */
   gameId(slug: string): number | undefined {
     return this.gamesBySlug.get(slug)
+  }
+
+  /** Whether a set has this id (the source reads every set, priced or not). */
+  hasSet(id: number): boolean {
+    return this.setsById.has(id)
   }
 
   /**
@@ -252,26 +308,30 @@ export class PriceSnapshot {
   /** The top movers under the filter: the head of one pre-sorted list. */
   topMovers(filter: MoverFilter): TopMoverRow[] {
     const list = this.movers.get(moverKeyOf(filter))?.subarray(0, filter.limit) ?? []
-    const field = CHANGE_FIELD[filter.period]
+    const { cards, prices } = this
+    const change = changeColumn(prices, filter.period)
     const rows: TopMoverRow[] = []
     for (const position of list) {
-      const price = this.moverRows.prices[position]!
-      const card = this.moverRows.cards[position]!
+      const price = this.moverRows[position]!
+      const row = this.priceCard[price]!
+      const set = this.setsById.get(cards.setId[row]!)
+      const game = this.gamesById.get(cards.gameId[row]!)
+      const marketplaceId = cards.marketplaceId[row]!
       rows.push({
-        card_id: card.id,
-        name: card.name,
-        set_name: card.setName,
-        set_slug: card.setSlug,
-        game_name: card.gameName,
-        game_slug: card.gameSlug,
-        product_type: card.productType,
-        foil_only: card.foilOnly,
-        printing: price.printing,
-        market_price: price.market_price!,
-        price_change: price[field]!,
-        image_url: card.imageUrl,
-        marketplace_id: card.marketplaceId,
-        last_updated_at: price.last_updated_at,
+        card_id: cards.id[row]!,
+        name: cards.name[row]!,
+        set_name: set?.name ?? '',
+        set_slug: set?.slug ?? '',
+        game_name: game?.name ?? '',
+        game_slug: game?.slug ?? '',
+        product_type: cards.productTypes.values[cards.productType[row]!] as TopMoverRow['product_type'],
+        foil_only: cards.foilOnly[row]!,
+        printing: prices.printings.values[prices.printing[price]!]!,
+        market_price: prices.marketPrice.get(price),
+        price_change: change.get(price),
+        image_url: cards.imageUrl.get(row, marketplaceId),
+        marketplace_id: marketplaceId,
+        last_updated_at: prices.times.values[prices.lastUpdatedAt[price]!]!,
       })
     }
     return rows
@@ -279,41 +339,191 @@ export class PriceSnapshot {
 
   /** Up to `limit` price rows updated after `position`, oldest first, of one game or all; `more` when others follow. */
   changesAfter(position: ChangePosition, gameId: number | undefined, limit: number): { rows: PriceRow[]; more: boolean } {
-    const list = this.changes.get(gameId ?? '*') ?? []
+    const list = this.changes.get(gameId ?? '*') ?? new Int32Array(0)
+    const { cards, prices } = this
+    const compareToPosition = (price: number) =>
+      byCodePoint(prices.times.values[prices.lastUpdatedAt[price]!]!, position.at) ||
+      cards.id[this.priceCard[price]!]! - position.cardId ||
+      byCodePoint(prices.printings.values[prices.printing[price]!]!, position.printing)
     let low = 0
     let high = list.length
     while (low < high) {
       const middle = (low + high) >>> 1
-      if (compareToPosition(list[middle]!, position) <= 0) low = middle + 1
+      if (compareToPosition(list[middle]!) <= 0) low = middle + 1
       else high = middle
     }
-    const rows = list.slice(low, low + limit).map((price) => priceRowOf(this.cards.get(price.card_id)!, price))
+    const rows = Array.from(list.subarray(low, low + limit), (price) => {
+      const row = this.priceCard[price]!
+      const marketplaceId = cards.marketplaceId[row]!
+      const card = {
+        name: cards.name[row]!,
+        marketplaceId,
+        productType: cards.productTypes.values[cards.productType[row]!]!,
+        foilOnly: cards.foilOnly[row]!,
+        imageUrl: cards.imageUrl.get(row, marketplaceId),
+      }
+      return priceRowOf(card, prices.price(price))
+    })
     return { rows, more: low + limit < list.length }
   }
 }
 
-/**
- * The rows as one JSON array, `[{…},{…}]` (cards without prices have none: the index knows them apart), in one JSON.stringify (a call per row cost a third more,
- * with a byteLength each), and where each row lies in it: from the comma before it to its closing
- * brace. A row holds numbers, nulls and one ISO timestamp, never a `}` inside it, so the braces
- * mark the rows; the count is checked.
- */
-function serialiseBulkRows(rows: BulkPriceRow[], unpriced: number[]): { bulkBuffer: Buffer; bulkIndex: BulkIndex } {
-  const bulkBuffer = Buffer.from(JSON.stringify(rows))
-  // The array's `[` becomes a comma like every other row's: the first row stored may be asked for after others.
-  bulkBuffer[0] = 0x2c
-  const bulkIndex = new BulkIndex(rows.length + unpriced.length)
-  for (const id of unpriced) bulkIndex.addUnpriced(id)
-  let start = 0
-  let row = 0
-  for (let at = bulkBuffer.indexOf(0x7d); at !== -1; at = bulkBuffer.indexOf(0x7d, at + 1)) {
-    if (row === rows.length) throw new Error('bulk rows: a brace inside a row')
-    bulkIndex.add(rows[row]!.card_id, start, at + 1, row)
-    start = at + 1
-    row++
+/** A card's price rows: where they start and end in cardPrices, per card row. */
+interface Grouped {
+  firstPrice: Int32Array
+  cardPrices: Int32Array
+  priceCard: Int32Array
+}
+
+/** The period's change column. */
+function changeColumn(prices: PriceColumns, period: MoverPeriod): DecimalColumn {
+  return period === '24h' ? prices.priceChange24h : period === '7d' ? prices.priceChange7d : prices.priceChange30d
+}
+
+/** Per printing code: whether it is a foil-type printing. */
+const foilPrintings = (prices: PriceColumns) => prices.printings.values.map(isFoilPrinting)
+
+/** The market price of the card's first foil-type printing that has one (NaN: none). A foil printing the source never priced does not hide a later one that it did. */
+function foilMarketPrice(prices: PriceColumns, cardPrices: Int32Array, from: number, to: number, foil: boolean[]): number {
+  for (let at = from; at < to; at++) {
+    const price = cardPrices[at]!
+    if (foil[prices.printing[price]!] && !Number.isNaN(prices.marketPrice.get(price))) return prices.marketPrice.get(price)
   }
-  if (row !== rows.length) throw new Error(`bulk rows: ${row} rows found for ${rows.length}`)
-  return { bulkBuffer, bulkIndex }
+  return Number.NaN
+}
+
+/** Each code's place when the values are ordered by `compare`. */
+function ranksBy(values: string[], compare: (a: string, b: string) => number): Int32Array {
+  const order = values.map((_, code) => code).sort((a, b) => compare(values[a]!, values[b]!))
+  const rank = new Int32Array(values.length)
+  for (let place = 0; place < order.length; place++) rank[order[place]!] = place
+  return rank
+}
+
+/** Sorts list[from, to) by key, stable: the ranges are a card's few prices. */
+function sortRange(list: Int32Array, from: number, to: number, key: (item: number) => number): void {
+  for (let i = from + 1; i < to; i++) {
+    const item = list[i]!
+    const itemKey = key(item)
+    let j = i - 1
+    while (j >= from && key(list[j]!) > itemKey) {
+      list[j + 1] = list[j]!
+      j--
+    }
+    list[j + 1] = item
+  }
+}
+
+/** The price rows of each card, by card row, primary printing first (the rows of an id no card has are left out). */
+function groupPrices(cards: CardColumns, prices: PriceColumns, bulkIndex: BulkIndex, gamesById: Map<number, GameNames>): Grouped {
+  const n = cards.length
+  const priceCard = new Int32Array(prices.length)
+  const firstPrice = new Int32Array(n + 1)
+  for (let price = 0; price < prices.length; price++) {
+    const row = bulkIndex.rowOf(prices.cardId[price]!)
+    priceCard[price] = row
+    if (row >= 0) firstPrice[row + 1]!++
+  }
+  for (let row = 0; row < n; row++) firstPrice[row + 1]! += firstPrice[row]!
+  const cardPrices = new Int32Array(firstPrice[n]!)
+  const next = firstPrice.slice(0, n)
+  for (let price = 0; price < prices.length; price++) if (priceCard[price]! >= 0) cardPrices[next[priceCard[price]!]!++] = price
+  // Each game kind's printing order as a rank per printing code: a comparison is two array reads.
+  const ranksOfKind = new Map<string, Int32Array>()
+  for (let row = 0; row < n; row++) {
+    if (firstPrice[row + 1]! - firstPrice[row]! < 2) continue
+    const kind = gamesById.get(cards.gameId[row]!)?.kind ?? ''
+    let ranks = ranksOfKind.get(kind)
+    if (!ranks) ranksOfKind.set(kind, (ranks = ranksBy(prices.printings.values, printingOrder(kind))))
+    const rank = ranks
+    sortRange(cardPrices, firstPrice[row]!, firstPrice[row + 1]!, (price) => rank[prices.printing[price]!]!)
+  }
+  return { firstPrice, cardPrices, priceCard }
+}
+
+/** A JSON number, as JSON.stringify writes it (null for NaN, the null of a column). */
+const jsonNumber = (value: number) => (Number.isFinite(value) ? `${value}` : 'null')
+
+/** The bulk rows' buffers: one row never spans two, so a row's place (start) names its buffer (start / BULK_CHUNK_BYTES). */
+const BULK_CHUNK_BYTES = 1 << 20
+
+/**
+ * Every priced card's Bulk price row as JSON, each after a comma, in buffers of 1 MB, and where each
+ * lies (bulkIndex). A row is numbers, nulls and one ISO timestamp, all ASCII, so its length in
+ * characters is its length in bytes: rows are written one by one, with no array of row objects, no
+ * string of the whole array, no search for the rows' ends, and no buffer grown by copying.
+ */
+function serialiseBulkRows(cards: CardColumns, prices: PriceColumns, { firstPrice, cardPrices }: Grouped, bulkIndex: BulkIndex, collectYoung: () => void): Buffer[] {
+  const foil = foilPrintings(prices)
+  const chunks: Buffer[] = []
+  let chunk = Buffer.allocUnsafe(BULK_CHUNK_BYTES)
+  let at = 0
+  for (let row = 0; row < cards.length; row++) {
+    const from = firstPrice[row]!
+    const to = firstPrice[row + 1]!
+    if (from === to) continue
+    const primary = cardPrices[from]!
+    const json =
+      `,{"card_id":${cards.id[row]},"market_price":${jsonNumber(prices.marketPrice.get(primary))},"low_price":${jsonNumber(prices.lowPrice.get(primary))},` +
+      `"foil_market_price":${jsonNumber(foilMarketPrice(prices, cardPrices, from, to, foil))},"price_change_24h":${jsonNumber(prices.priceChange24h.get(primary))},` +
+      `"last_updated_at":${JSON.stringify(prices.times.values[prices.lastUpdatedAt[primary]!])}}`
+    if (at + json.length > BULK_CHUNK_BYTES) {
+      collectYoung()
+      chunks.push(chunk.subarray(0, at))
+      chunk = Buffer.allocUnsafe(BULK_CHUNK_BYTES)
+      at = 0
+    }
+    if (chunk.write(json, at, 'latin1') !== json.length || json.length !== Buffer.byteLength(json)) throw new Error('bulk rows: a row that is not ASCII')
+    const start = chunks.length * BULK_CHUNK_BYTES + at
+    bulkIndex.setRange(cards.id[row]!, start, start + json.length)
+    at += json.length
+  }
+  chunks.push(Buffer.from(chunk.subarray(0, at))) // the last chunk's spare room goes
+  return chunks
+}
+
+/** The newest update time of the rows, by code point (ISO text), or null when there are none. */
+function newestUpdate(prices: PriceColumns, rows: Int32Array): string | null {
+  const used = new Uint8Array(prices.times.values.length)
+  for (const price of rows) used[prices.lastUpdatedAt[price]!] = 1
+  let newest: string | null = null
+  for (let code = 0; code < used.length; code++) {
+    const time = prices.times.values[code]!
+    if (used[code] && (newest === null || time > newest)) newest = time
+  }
+  return newest
+}
+
+/** The search index over every card, its prices already in printing order (the primary first). */
+function buildSearch(cards: CardColumns, prices: PriceColumns, { firstPrice, cardPrices }: Grouped): SearchIndex {
+  const searchable: SearchableCard[] = new Array(cards.length)
+  // Cards share a few sets of printings: one array per set (by a bit per printing, while there are few), not one per card.
+  const shared = new Map<number, readonly string[]>()
+  const byBits = prices.printings.values.length <= 30
+  for (let row = 0; row < cards.length; row++) {
+    let bits = 0
+    if (byBits) for (let at = firstPrice[row]!; at < firstPrice[row + 1]!; at++) bits |= 1 << prices.printing[cardPrices[at]!]!
+    let printings = byBits ? shared.get(bits) : undefined
+    if (!printings) {
+      const own: string[] = []
+      for (let at = firstPrice[row]!; at < firstPrice[row + 1]!; at++) own.push(prices.printings.values[prices.printing[cardPrices[at]!]!]!)
+      printings = own
+      if (byBits) shared.set(bits, own)
+    }
+    const primary = firstPrice[row]! < firstPrice[row + 1]! ? cardPrices[firstPrice[row]!]! : -1
+    searchable[row] = {
+      id: cards.id[row]!,
+      name: cards.name[row]!,
+      cleanName: cards.cleanName[row]!,
+      gameId: cards.gameId[row]!,
+      setId: cards.setId[row]!,
+      productType: cards.productTypes.values[cards.productType[row]!]!,
+      rarity: cards.rarities.values[cards.rarity[row]!]!,
+      printings,
+      marketPrice: primary < 0 ? null : orNull(prices.marketPrice.get(primary)),
+    }
+  }
+  return SearchIndex.build(searchable)
 }
 
 /** A short, stable name for the data behind a fingerprint. */
@@ -321,10 +531,41 @@ function versionOf(fingerprint: string): string {
   return Bun.hash(fingerprint).toString(36)
 }
 
-/** Price rows, each beside its card (same index). */
-interface RowsWithCards {
-  prices: Price[]
-  cards: SnapshotCard[]
+/** Card rows by ascending id: the order read when it already is one, else sorted (keys packed into doubles, sorted natively). */
+function cardsById(ids: Int32Array): Int32Array {
+  const n = ids.length
+  const rows = new Int32Array(n)
+  let sorted = true
+  for (let row = 0; row < n; row++) {
+    rows[row] = row
+    if (row > 0 && ids[row - 1]! > ids[row]!) sorted = false
+  }
+  if (sorted) return rows
+  if (n >= 2 ** 22) return rows.sort((a, b) => ids[a]! - ids[b]!)
+  // id × 2^22 + row is exact in a double (|id| < 2^31, row < 2^22): ordering the keys orders rows by id.
+  const keys = new Float64Array(n)
+  for (let row = 0; row < n; row++) keys[row] = ids[row]! * 2 ** 22 + row
+  keys.sort()
+  for (let i = 0; i < n; i++) rows[i] = keys[i]! - Math.floor(keys[i]! / 2 ** 22) * 2 ** 22
+  return rows
+}
+
+/**
+ * Every price row by card id, then printing (code point order): the tie-break order of the movers
+ * and the change feed, reached with small per-card sorts instead of one sort of every row.
+ */
+function inFeedOrder(cards: CardColumns, prices: PriceColumns, { firstPrice, cardPrices }: Grouped): Int32Array {
+  const rank = ranksBy(prices.printings.values, byCodePoint)
+  const feed = new Int32Array(cardPrices.length)
+  let at = 0
+  for (const row of cardsById(cards.id)) {
+    const from = firstPrice[row]!
+    const to = firstPrice[row + 1]!
+    feed.set(cardPrices.subarray(from, to), at)
+    sortRange(feed, at, at + to - from, (price) => rank[prices.printing[price]!]!)
+    at += to - from
+  }
+  return feed
 }
 
 /**
@@ -336,41 +577,33 @@ interface RowsWithCards {
  * that), all in one Int32Array per period and direction: nothing grows and the collector has no
  * references to trace.
  */
-function buildMovers(ordered: RowsWithCards): { moverRows: RowsWithCards; movers: Map<string, Int32Array> } {
+function buildMovers(feed: Int32Array, cards: CardColumns, prices: PriceColumns, priceCard: Int32Array): { moverRows: Int32Array; movers: Map<string, Int32Array> } {
   // In tie-break order (card id, then printing), so a tie on the change is settled by position alone.
-  const rows: RowsWithCards = { prices: [], cards: [] }
-  for (let i = 0; i < ordered.prices.length; i++) {
-    if (ordered.prices[i]!.market_price === null) continue
-    rows.prices.push(ordered.prices[i]!)
-    rows.cards.push(ordered.cards[i]!)
-  }
-  const count = rows.prices.length
+  let count = 0
+  for (const price of feed) if (!Number.isNaN(prices.marketPrice.get(price))) count++
+  const rows = new Int32Array(count)
+  count = 0
+  for (const price of feed) if (!Number.isNaN(prices.marketPrice.get(price))) rows[count++] = price
 
-  // Each row's group (game, product type, printing): by game and type, then printing, without
-  // building a string key per row.
+  // Each row's group (game, product type, printing): by game, then type and printing codes, without a string key per row.
   const groups: [number, string, string][] = []
   const groupOfRow = new Int32Array(count)
-  const groupIds = new Map<number, Map<string, Map<string, number>>>()
+  const groupIds = new Map<number, Map<number, number>>()
   for (let i = 0; i < count; i++) {
-    const { gameId, productType } = rows.cards[i]!
-    const printing = rows.prices[i]!.printing
+    const price = rows[i]!
+    const card = priceCard[price]!
+    const gameId = cards.gameId[card]!
+    const type = cards.productType[card]!
+    const printing = prices.printing[price]!
     let ofGame = groupIds.get(gameId)
     if (!ofGame) groupIds.set(gameId, (ofGame = new Map()))
-    let ofType = ofGame.get(productType)
-    if (!ofType) ofGame.set(productType, (ofType = new Map()))
-    let id = ofType.get(printing)
-    if (id === undefined) ofType.set(printing, (id = groups.push([gameId, productType, printing]) - 1))
+    let id = ofGame.get(type * 65_536 + printing)
+    if (id === undefined) {
+      ofGame.set(type * 65_536 + printing, (id = groups.push([gameId, cards.productTypes.values[type]!, prices.printings.values[printing]!]) - 1))
+    }
     groupOfRow[i] = id
   }
 
-  // Each period's changes, read in one pass by fixed names (a computed name per read is slower).
-  const changesOf: Record<MoverPeriod, Float64Array> = { '24h': new Float64Array(count), '7d': new Float64Array(count), '30d': new Float64Array(count) }
-  for (let i = 0; i < count; i++) {
-    const price = rows.prices[i]!
-    changesOf['24h'][i] = price.price_change_24h ?? Number.NaN
-    changesOf['7d'][i] = price.price_change_7d ?? Number.NaN
-    changesOf['30d'][i] = price.price_change_30d ?? Number.NaN
-  }
   // The lists, each a (game, type, printing) filter with ANY for "all", the same for every period
   // and direction; the eight lists of group g are listsOfGroup[g * 8] to [g * 8 + 7].
   const filters: [number | null, string | null, string | null][] = []
@@ -391,8 +624,11 @@ function buildMovers(ordered: RowsWithCards): { moverRows: RowsWithCards; movers
   }
 
   const movers = new Map<string, Int32Array>()
+  const changes = new Float64Array(count)
   for (const period of MOVER_PERIODS) {
-    const ranked = rankByMove(changesOf[period])
+    const column = changeColumn(prices, period)
+    for (let i = 0; i < count; i++) changes[i] = column.get(rows[i]!)
+    const ranked = rankByMove(changes)
     for (const direction of MOVER_DIRECTIONS) {
       const moved = ranked[direction]
       // A query takes at most MAX_MOVERS rows from the head of a list, so a list stops there: each
@@ -462,41 +698,38 @@ export function rankByMove(changes: Float64Array): Record<MoverDirection, Int32A
 }
 
 /**
- * Every price row by card id, then printing (code point order), with its card: the tie-break order
- * of the movers and the change feed, reached with small per-card sorts instead of one sort of
- * every row.
- */
-function inFeedOrder(cards: Map<number, SnapshotCard>): RowsWithCards {
-  const ordered: RowsWithCards = { prices: [], cards: [] }
-  for (const card of [...cards.values()].sort((a, b) => a.id - b.id)) {
-    for (const price of [...card.prices].sort((a, b) => byCodePoint(a.printing, b.printing))) {
-      ordered.prices.push(price)
-      ordered.cards.push(card)
-    }
-  }
-  return ordered
-}
-
-/**
  * Every price row by update time, then card id, then printing: all games, and each game. Rows
- * share few distinct update times (one per sync), so they are bucketed by time in card order and
- * only the distinct times are sorted.
+ * share few distinct update times (one per sync), so the feed order (card id, printing) is dealt
+ * into its times' places by a counting sort over the times' ranks; each game's list is the same
+ * order, its own rows only.
  */
-function buildChanges(ordered: RowsWithCards, cards: Map<number, SnapshotCard>): Map<number | '*', Price[]> {
-  const byTime = new Map<string, Price[]>()
-  for (const price of ordered.prices) {
-    const bucket = byTime.get(price.last_updated_at)
-    if (bucket) bucket.push(price)
-    else byTime.set(price.last_updated_at, [price])
-  }
-  const all: Price[] = []
-  for (const time of [...byTime.keys()].sort(byCodePoint)) for (const price of byTime.get(time)!) all.push(price)
-  const changes = new Map<number | '*', Price[]>([['*', all]])
+function buildChanges(feed: Int32Array, cards: CardColumns, prices: PriceColumns, priceCard: Int32Array): Map<number | '*', Int32Array> {
+  const rank = ranksBy(prices.times.values, byCodePoint)
+  const starts = new Int32Array(rank.length + 1)
+  for (const price of feed) starts[rank[prices.lastUpdatedAt[price]!]! + 1]!++
+  for (let r = 0; r < rank.length; r++) starts[r + 1]! += starts[r]!
+  const all = new Int32Array(feed.length)
+  for (const price of feed) all[starts[rank[prices.lastUpdatedAt[price]!]!]!++] = price
+
+  const sizes = new Map<number, number>()
   for (const price of all) {
-    const gameId = cards.get(price.card_id)!.gameId
-    const list = changes.get(gameId)
-    if (list) list.push(price)
-    else changes.set(gameId, [price])
+    const gameId = cards.gameId[priceCard[price]!]!
+    sizes.set(gameId, (sizes.get(gameId) ?? 0) + 1)
+  }
+  const byGame = new Int32Array(all.length)
+  const next = new Map<number, number>()
+  const changes = new Map<number | '*', Int32Array>([['*', all]])
+  let at = 0
+  for (const [gameId, size] of sizes) {
+    next.set(gameId, at)
+    changes.set(gameId, byGame.subarray(at, at + size))
+    at += size
+  }
+  for (const price of all) {
+    const gameId = cards.gameId[priceCard[price]!]!
+    const place = next.get(gameId)!
+    byGame[place] = price
+    next.set(gameId, place + 1)
   }
   return changes
 }

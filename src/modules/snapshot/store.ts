@@ -1,13 +1,17 @@
+import { edenGC } from 'bun:jsc'
 import type Redis from 'ioredis'
-import { Packr } from 'msgpackr'
 import type { Database } from '../../db/client'
 import type { Clock } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
-import { loadSnapshotSource, readFingerprint, type SnapshotSource } from './repo'
+import { loadSnapshotSource, readFingerprint } from './repo'
 import { PriceSnapshot } from './snapshot'
 
 /** How often a node compares the database's fingerprint with its snapshot's: the bound on staleness when a change message is lost. */
 export const SNAPSHOT_POLL_MS = 30_000
+
+const collect = () => Bun.gc(true)
+// A young collection: the strings a build makes and drops at once (see LoadOptions, BuildOptions).
+const collectYoung = () => void edenGC()
 
 export const snapshotChannel = (redis: Redis) => `${redis.options.keyPrefix ?? ''}snapshot-changed`
 
@@ -21,28 +25,18 @@ export async function publishSnapshotChanged(redis: Redis | undefined, logger: L
   }
 }
 
-/**
- * The layout of SnapshotSource in a copy: raised whenever its fields change, so a node never
- * builds from a copy an older node left (it would lack fields the answers need).
- */
-const COPY_LAYOUT = 2
-/** Where a node keeps the rows of the snapshot it built from Postgres, for other nodes to start from. */
-export const snapshotCopyKey = (fingerprint: string) => `snapshot-source:${COPY_LAYOUT}:${fingerprint}`
-/** A copy outlives a day of syncs; older ones are never read again (the fingerprint moved). */
-const COPY_TTL_SECONDS = 86_400
-// Records mode (key lists sent once per shape): only our own nodes read these copies. A Packr
-// keeps its output buffer for the next call, tens of MB on a large catalog: one per copy.
-const copyPacker = () => new Packr({ useRecords: true })
-
 export interface SnapshotStatus {
   version: string
-  /** Where the last build read its rows: Postgres, or the msgpack copy another node left in Redis. */
-  source: 'postgres' | 'redis'
+  /** Where the last build read its rows: always Postgres (docs/adr/0116-no-copy-of-the-snapshot-in-redis.md). */
+  source: 'postgres'
   built_at: string
   age_seconds: number
   build_ms: number
   cards: number
   prices: number
+  /** The search index's own arrays and strings, and its distinct name words. */
+  search_index_bytes: number
+  search_index_words: number
 }
 
 export interface SnapshotStore {
@@ -71,68 +65,54 @@ export function snapshotStore(deps: {
   const load = deps.load ?? loadSnapshotSource
   let current: PriceSnapshot | undefined
   let buildMs = 0
-  let builtFrom: SnapshotStatus['source'] = 'postgres'
   let building: Promise<PriceSnapshot> | undefined
-  let again = false
-
-  /** The rows another node read for this fingerprint, if it left a copy in Redis; undefined otherwise. */
-  async function readCopy(fingerprint: string): Promise<SnapshotSource | undefined> {
-    if (!deps.redis) return undefined
-    try {
-      const packed = await deps.redis.getBuffer(snapshotCopyKey(fingerprint))
-      if (!packed) return undefined
-      const source = copyPacker().unpack(packed) as SnapshotSource
-      if (source.fingerprint !== fingerprint || !Array.isArray(source.prices) || !Array.isArray(source.cards)) throw new Error('not a snapshot copy')
-      return source
-    } catch (error) {
-      deps.logger.warn({ err: error }, 'ignored an unreadable snapshot copy in Redis; reading Postgres')
-      return undefined
-    }
-  }
-
-  function writeCopy(source: SnapshotSource) {
-    deps.redis
-      ?.set(snapshotCopyKey(source.fingerprint), copyPacker().pack(source), 'EX', COPY_TTL_SECONDS)
-      .catch((error) => deps.logger.warn({ err: error }, 'could not leave a snapshot copy in Redis'))
-  }
+  /** The build that starts when the running one ends, shared by every refresh asked for meanwhile. */
+  let queued: Promise<PriceSnapshot> | undefined
 
   async function build(): Promise<PriceSnapshot> {
     const started = deps.clock.monotonic()
     const fingerprint = await readFingerprint(deps.db)
     if (current && fingerprint === current.fingerprint) return current
-    // A node starting (or catching up) after another built this data reads its copy: one Redis
-    // read instead of four large Postgres reads.
-    const copy = await readCopy(fingerprint)
-    const source = copy ?? (await load(deps.db))
-    const next = PriceSnapshot.build(source, deps.clock.now())
+    // Under load the heap holds the requests' garbage: collected first, its room takes the new rows.
+    collect()
+    const source = await load(deps.db, { collectYoung })
+    // The garbage of each phase (the rows' text as decoded, the search index's scaffolding) is
+    // collected before the next makes more: the heap then grows to the snapshot, not to the
+    // snapshot plus every phase's leftovers (a full collection costs tens of ms; a build runs once per sync).
+    collect()
+    const next = PriceSnapshot.build(source, deps.clock.now(), { betweenPhases: collect, collectYoung })
     buildMs = Math.round(deps.clock.monotonic() - started)
-    builtFrom = copy ? 'redis' : 'postgres'
-    if (!copy) writeCopy(source)
     if (next.version !== current?.version) {
-      deps.logger.info({ version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs, source: builtFrom }, 'price snapshot built')
+      const memory = { rss_mb: Math.round(process.memoryUsage.rss() / 1_048_576), search_index_bytes: next.search.bytes }
+      deps.logger.info({ version: next.version, cards: next.cardCount, prices: next.priceCount, ms: buildMs, source: 'postgres', ...memory }, 'price snapshot built')
     }
     current = next
-    // The rows read and the snapshot replaced are garbage once this returns, several hundred MB on
-    // a large catalog: collect them then (a pause once per sync) rather than let the heap double.
-    setImmediate(() => Bun.gc(true))
+    // The snapshot replaced is garbage once the requests holding it end: collect it then (a pause
+    // once per sync) rather than let the heap grow by it.
+    setImmediate(collect)
     return next
   }
 
-  // A change announced during a build may not be in it: run once more after it.
-  function refresh(): Promise<PriceSnapshot> {
-    if (building) {
-      again = true
-      return building
-    }
+  function start(): Promise<PriceSnapshot> {
     building = build().finally(() => {
       building = undefined
-      if (again) {
-        again = false
-        void refresh().catch(() => {})
-      }
     })
     building.catch((error) => deps.logger.error({ err: error }, 'price snapshot build failed; the previous one stays in service'))
     return building
+  }
+
+  // The running build may have read the rows before the caller's change: the caller gets the next
+  // build instead, one for every refresh asked for while this one runs.
+  function refresh(): Promise<PriceSnapshot> {
+    if (queued) return queued
+    if (!building) return start()
+    queued = building
+      .catch(() => {})
+      .then(() => {
+        queued = undefined
+        return start()
+      })
+    return queued
   }
 
   void refresh().catch(() => {})
@@ -160,12 +140,14 @@ export function snapshotStore(deps: {
       if (!current) return null
       return {
         version: current.version,
-        source: builtFrom,
+        source: 'postgres',
         built_at: current.builtAt.toISOString(),
         age_seconds: Math.max(0, Math.round((deps.clock.now().getTime() - current.builtAt.getTime()) / 1000)),
         build_ms: buildMs,
         cards: current.cardCount,
         prices: current.priceCount,
+        search_index_bytes: current.search.bytes,
+        search_index_words: current.search.words,
       }
     },
     close() {
