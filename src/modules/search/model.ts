@@ -1,9 +1,9 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { ListTotal, LiteralUnion, PaginationQuery, QueryInt, QueryNumber, QueryParams } from '../../shared/model'
 import { PRODUCT_TYPES } from '../catalog/model'
+import type { IndexQuery, IndexSort } from '../snapshot/search-index'
 
-export const SEARCH_SORTS = ['relevance', 'price_asc', 'price_desc', 'name'] as const
-export type SearchSort = (typeof SEARCH_SORTS)[number]
+export const SEARCH_SORTS = ['relevance', 'price_asc', 'price_desc', 'name'] as const satisfies readonly IndexSort[]
 
 /** `q` is trimmed before its length is checked, so the schema states the lower bound only. */
 export const Q_MIN_LENGTH = 2
@@ -41,18 +41,8 @@ export const SearchQuery = QueryParams({
 })
 export type SearchQuery = Static<typeof SearchQuery>
 
-export interface SearchFilter {
-  /** `q` as stored names are: cleanName(q). */
-  text: string
-  game?: string
-  type?: string
-  setId?: number
-  rarity?: string
-  printing?: string
-  minPrice?: number
-  maxPrice?: number
-  sort: SearchSort
-}
+/** What a search asks of the index, with the game still a slug (the index takes its id) and no page yet. */
+export type SearchFilter = Omit<IndexQuery, 'gameId' | 'offset' | 'limit'> & { game?: string }
 
 /** Names an autocomplete answer holds at most: enough for a type-ahead box's list. */
 export const MAX_AUTOCOMPLETE = 20

@@ -57,19 +57,8 @@ export function searchCards(snapshot: PriceSnapshot, query: SearchQuery, page: P
   const filter = toSearchFilter(query)
   const gameId = gameIdOf(snapshot, filter.game)
   if (filter.setId !== undefined && !snapshot.hasSet(filter.setId)) throw notFound(`Set ${filter.setId}`)
-  const { ids, total } = snapshot.search.search({
-    text: filter.text,
-    gameId,
-    type: filter.type,
-    setId: filter.setId,
-    rarity: filter.rarity,
-    printing: filter.printing,
-    minPrice: filter.minPrice,
-    maxPrice: filter.maxPrice,
-    sort: filter.sort,
-    offset: (page.page - 1) * page.perPage,
-    limit: page.perPage,
-  })
+  const { game, ...indexed } = filter
+  const { ids, total } = snapshot.search.search({ ...indexed, gameId, offset: (page.page - 1) * page.perPage, limit: page.perPage })
   return { data: ids.map((id) => snapshotCardWithPrice(snapshot.card(id)!)), meta: pageMeta(page, total) }
 }
 

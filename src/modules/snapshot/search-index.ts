@@ -785,6 +785,12 @@ export class SearchIndex {
   }
 
   /** Whether a card has a word the accept takes. */
+  /** Whether every one of `accepts` takes a word of the card at position p. */
+  private acceptsAll(p: number, accepts: readonly WordAccept[]): boolean {
+    for (const accept of accepts) if (!this.cardAccepts(p, accept)) return false
+    return true
+  }
+
   private cardAccepts(p: number, accept: WordAccept): boolean {
     return this.cleanAccepts(this.cleanIds[p]!, accept)
   }
@@ -824,14 +830,7 @@ export class SearchIndex {
     for (let i = 0; i < candidates.length; i++) {
       const p = candidates[i]!
       if (filter.any && !this.passes(p, filter)) continue
-      let all = true
-      for (const other of others) {
-        if (!this.cardAccepts(p, other)) {
-          all = false
-          break
-        }
-      }
-      if (all) matches[total++] = p
+      if (this.acceptsAll(p, others)) matches[total++] = p
     }
     return { list: matches, total }
   }
@@ -993,14 +992,7 @@ export class SearchIndex {
         if (marks[p] === stamp) continue
         marks[p] = stamp
         if (filter.any && !this.passes(p, filter)) continue
-        let all = true
-        for (const other of others) {
-          if (!this.cardAccepts(p, other)) {
-            all = false
-            break
-          }
-        }
-        if (all) matches[total++] = p
+        if (this.acceptsAll(p, others)) matches[total++] = p
       }
     }
     const accept = accepts[driver]!
