@@ -326,6 +326,24 @@ export class PriceColumns {
     this.lastUpdatedAt[row] = this.times.code(lastUpdatedAt)
   }
 
+  /** A row from a Price object (the SELECT read and tests; the COPY read pushes field by field). */
+  pushPrice(p: Price): void {
+    this.push(
+      p.card_id,
+      p.printing,
+      p.market_price,
+      p.market_price_as_of,
+      p.low_price,
+      p.median_price,
+      p.lowest_with_shipping,
+      p.buylist_price,
+      p.price_change_24h,
+      p.price_change_7d,
+      p.price_change_30d,
+      p.last_updated_at,
+    )
+  }
+
   private grow(): void {
     this.cardId = grown(this.cardId)
     this.printing = grown(this.printing)

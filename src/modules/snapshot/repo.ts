@@ -152,22 +152,7 @@ async function readAllButPrices(
 async function readPrices(tx: Executor, viaCopy: boolean, count: number, collectYoung: (() => void) | undefined): Promise<PriceColumns> {
   const columns = new PriceColumns(count)
   if (viaCopy && (await copyEach(tx, PRICES_QUERY, 12, collectingEvery(collectYoung, priceInto(columns))))) return columns.finish()
-  for (const p of await selectPrices(tx)) {
-    columns.push(
-      p.card_id,
-      p.printing,
-      p.market_price,
-      p.market_price_as_of,
-      p.low_price,
-      p.median_price,
-      p.lowest_with_shipping,
-      p.buylist_price,
-      p.price_change_24h,
-      p.price_change_7d,
-      p.price_change_30d,
-      p.last_updated_at,
-    )
-  }
+  for (const p of await selectPrices(tx)) columns.pushPrice(p)
   return columns.finish()
 }
 

@@ -97,22 +97,7 @@ function randomSource(): { source: SnapshotSource; prices: Price[] } {
   }
   prices.sort(() => Math.random() - 0.5)
   const columns = new PriceColumns(8)
-  for (const p of [...prices, { ...prices[0]!, card_id: 999_999 }]) {
-    columns.push(
-      p.card_id,
-      p.printing,
-      p.market_price,
-      p.market_price_as_of,
-      p.low_price,
-      p.median_price,
-      p.lowest_with_shipping,
-      p.buylist_price,
-      p.price_change_24h,
-      p.price_change_7d,
-      p.price_change_30d,
-      p.last_updated_at,
-    )
-  }
+  for (const p of [...prices, { ...prices[0]!, card_id: 999_999 }]) columns.pushPrice(p)
   return { source: { games, sets, cards: cards.finish(), prices: columns.finish(), fingerprint: `${Math.random()}` }, prices }
 }
 

@@ -201,8 +201,6 @@ export class PriceSnapshot {
     const row = this.bulkIndex.rowOf(id)
     if (row < 0) return undefined
     const card = this.cards.fields(row)
-    const set = this.setsById.get(card.setId)
-    const game = this.gamesById.get(card.gameId)
     const prices: Price[] = []
     for (let at = this.firstPrice[row]!; at < this.firstPrice[row + 1]!; at++) prices.push(this.prices.price(this.cardPrices[at]!))
     return {
@@ -213,10 +211,7 @@ export class PriceSnapshot {
       rarity: card.rarity,
       totalListings: card.totalListings,
       setId: card.setId,
-      setName: set?.name ?? '',
-      setSlug: set?.slug ?? '',
-      gameName: game?.name ?? '',
-      gameSlug: game?.slug ?? '',
+      ...this.namesOf(card.setId, card.gameId),
       gameId: card.gameId,
       marketplaceId: card.marketplaceId,
       productType: card.productType as SnapshotCard['productType'],
@@ -283,6 +278,13 @@ export class PriceSnapshot {
     return this.gamesBySlug.get(slug)
   }
 
+  /** A card's set and game names and slugs ('' for one the source did not read). */
+  private namesOf(setId: number, gameId: number) {
+    const set = this.setsById.get(setId)
+    const game = this.gamesById.get(gameId)
+    return { setName: set?.name ?? '', setSlug: set?.slug ?? '', gameName: game?.name ?? '', gameSlug: game?.slug ?? '' }
+  }
+
   /** Whether a set has this id (the source reads every set, priced or not). */
   hasSet(id: number): boolean {
     return this.setsById.has(id)
@@ -314,16 +316,15 @@ export class PriceSnapshot {
     for (const position of list) {
       const price = this.moverRows[position]!
       const row = this.priceCard[price]!
-      const set = this.setsById.get(cards.setId[row]!)
-      const game = this.gamesById.get(cards.gameId[row]!)
+      const names = this.namesOf(cards.setId[row]!, cards.gameId[row]!)
       const marketplaceId = cards.marketplaceId[row]!
       rows.push({
         card_id: cards.id[row]!,
         name: cards.name[row]!,
-        set_name: set?.name ?? '',
-        set_slug: set?.slug ?? '',
-        game_name: game?.name ?? '',
-        game_slug: game?.slug ?? '',
+        set_name: names.setName,
+        set_slug: names.setSlug,
+        game_name: names.gameName,
+        game_slug: names.gameSlug,
         product_type: cards.productTypes.values[cards.productType[row]!] as TopMoverRow['product_type'],
         foil_only: cards.foilOnly[row]!,
         printing: prices.printings.values[prices.printing[price]!]!,
@@ -352,18 +353,7 @@ export class PriceSnapshot {
       if (compareToPosition(list[middle]!) <= 0) low = middle + 1
       else high = middle
     }
-    const rows = Array.from(list.subarray(low, low + limit), (price) => {
-      const row = this.priceCard[price]!
-      const marketplaceId = cards.marketplaceId[row]!
-      const card = {
-        name: cards.name[row]!,
-        marketplaceId,
-        productType: cards.productTypes.values[cards.productType[row]!]!,
-        foilOnly: cards.foilOnly[row]!,
-        imageUrl: cards.imageUrl.get(row, marketplaceId),
-      }
-      return priceRowOf(card, prices.price(price))
-    })
+    const rows = Array.from(list.subarray(low, low + limit), (price) => priceRowOf(cards.fields(this.priceCard[price]!), prices.price(price)))
     return { rows, more: low + limit < list.length }
   }
 }
