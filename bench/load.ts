@@ -4,7 +4,8 @@
  * process's user + system CPU time from /proc around it, so a ratio between two servers is CPU per
  * request, whatever the client could push. wrk (Debian package `wrk`) when it is installed, since
  * autocannon on the same two cores caps a bare Bun.serve near 60% of what wrk reaches; autocannon
- * otherwise, and the run says which. `loadCount` sends a fixed number of requests, by autocannon.
+ * otherwise, and the run says which. With `maxRequests` a run ends at that count, by either tool;
+ * `loadCount` sends exactly a number of requests, by autocannon.
  */
 import { rmSync } from 'node:fs'
 import autocannon from 'autocannon'
@@ -49,7 +50,7 @@ export interface LoadRun {
   systemPerRequestUs: number
   /** Server CPU seconds over wall seconds: about 1 when a single-threaded server was saturated. */
   cpuBusy: number
-  /** Stopped at `maxRequests` before its duration: wrk still counts the whole duration, so `rps` reads low. */
+  /** Stopped at `maxRequests` before its duration (wrk: up to one request per connection more, those in flight). */
   capped: boolean
   /**
    * The share of the machine's CPU time the hypervisor gave to other guests during the run
@@ -57,6 +58,10 @@ export interface LoadRun {
    * between runs, and this says when a run was starved.
    */
   steal: number
+  /** CPU seconds of the client (wrk's process, or this one for autocannon) during the run. */
+  clientCpuSeconds: number
+  /** Busy CPU seconds of the whole machine during the run (/proc/stat): less the server's, the client's and the database's, what else ran. */
+  machineBusySeconds: number
 }
 
 let wrkPath: string | null | undefined
@@ -73,7 +78,7 @@ const lua = (text: string) => `"${text.replace(/[\\"]/g, (c) => `\\${c}`).replac
 
 /**
  * The wrk script: every request pre-formatted in init (the cheap way, per wrk's SCRIPTING), picked
- * in turn; a thread stops after its share of `maxRequests`; `done` prints one JSON line.
+ * in turn; a thread stops after its share of `maxRequests` and prints CAPPED; `done` prints one JSON line.
  */
 function wrkScript(requests: BenchRequest[], perThread: number | undefined): string {
   const formatted = requests.map(({ path, headers = {} }) => {
@@ -97,7 +102,11 @@ ${
     ? ''
     : `response = function(status, headers, body)
   count = count + 1
-  if count >= ${perThread} then wrk.thread:stop() end
+  if count == ${perThread} then
+    io.write("${CAPPED}\\n")
+    io.flush()
+    wrk.thread:stop()
+  end
 end`
 }
 done = function(summary, latency, requests)
@@ -106,6 +115,24 @@ done = function(summary, latency, requests)
     summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), e.connect, e.read, e.write, e.status, e.timeout))
 end
 `
+}
+
+/** The line a wrk thread prints when it reaches its share of `maxRequests`. */
+const CAPPED = 'WRK-CAPPED'
+
+/** wrk's whole stdout; `onCapped` once every thread has printed CAPPED. */
+async function readStdout(stdout: ReadableStream<Uint8Array>, onCapped: () => void): Promise<string> {
+  const decoder = new TextDecoder()
+  let out = ''
+  let told = false
+  for await (const chunk of stdout) {
+    out += decoder.decode(chunk, { stream: true })
+    if (!told && out.split(CAPPED).length - 1 >= WRK_THREADS) {
+      told = true
+      onCapped()
+    }
+  }
+  return out + decoder.decode()
 }
 
 async function runWrk(options: LoadOptions): Promise<ClientRun> {
@@ -117,20 +144,22 @@ async function runWrk(options: LoadOptions): Promise<ClientRun> {
       stdout: 'pipe',
       stderr: 'pipe',
     })
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+    // wrk's main thread sleeps out the whole duration after its threads stop at the cap; SIGINT ends the sleep, and wrk reports the time it ran.
+    const [out, err, code] = await Promise.all([readStdout(child.stdout, () => child.kill('SIGINT')), new Response(child.stderr).text(), child.exited])
     const line = /^WRK (.*)$/m.exec(out)?.[1]
     if (code !== 0 || line === undefined) throw new Error(`wrk failed (${code}): ${err}${out}`)
     const result = JSON.parse(line) as Record<string, number>
     const failures = ['connect', 'read', 'write', 'status', 'timeout'].filter((name) => result[name]! > 0)
     if (failures.length > 0) throw new Error(`${options.url}: ${failures.map((name) => `${result[name]} ${name} errors`).join(', ')}`)
     const seconds = result.duration_us! / 1e6
-    return { tool: 'wrk', requests: result.requests!, seconds, rps: result.requests! / seconds, p50: result.p50_us! / 1000, p99: result.p99_us! / 1000 }
+    const clientCpuSeconds = Number(child.resourceUsage()?.cpuTime.total ?? Number.NaN) / 1e6
+    return { tool: 'wrk', requests: result.requests!, seconds, rps: result.requests! / seconds, p50: result.p50_us! / 1000, p99: result.p99_us! / 1000, clientCpuSeconds }
   } finally {
     rmSync(script, { force: true })
   }
 }
 
-type ClientRun = Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped' | 'steal'>
+type ClientRun = Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBusy' | 'capped' | 'steal' | 'machineBusySeconds'>
 
 /**
  * autocannon for a duration or a number of requests. With `amount` it notices it is done only on
@@ -139,6 +168,7 @@ type ClientRun = Omit<LoadRun, 'cpuPerRequestUs' | 'systemPerRequestUs' | 'cpuBu
  */
 function runAutocannon(options: Omit<LoadOptions, 'seconds' | 'maxRequests'>, length: { duration: number } | { amount: number }): Promise<ClientRun> {
   let next = Math.floor(Math.random() * options.requests.length)
+  const cpuBefore = process.cpuUsage()
   const started = performance.now()
   let last = started
   return new Promise((resolve, reject) => {
@@ -163,7 +193,16 @@ function runAutocannon(options: Omit<LoadOptions, 'seconds' | 'maxRequests'>, le
         }
         const seconds = (last - started) / 1000
         const requests = result.requests.total
-        resolve({ tool: 'autocannon', requests, seconds, rps: requests / seconds, p50: result.latency.p50, p99: result.latency.p99 })
+        const cpu = process.cpuUsage(cpuBefore)
+        resolve({
+          tool: 'autocannon',
+          requests,
+          seconds,
+          rps: requests / seconds,
+          p50: result.latency.p50,
+          p99: result.latency.p99,
+          clientCpuSeconds: (cpu.user + cpu.system) / 1e6,
+        })
       },
     )
     instance.on('response', () => {
@@ -189,6 +228,7 @@ async function measured(pid: number, run: () => Promise<ClientRun>): Promise<Omi
     systemPerRequestUs: (system / client.requests) * 1e6,
     cpuBusy: cpu / wall,
     steal: (machineAfter.steal - machineBefore.steal) / Math.max(0.01, machineAfter.total - machineBefore.total),
+    machineBusySeconds: machineAfter.busy - machineBefore.busy,
   }
 }
 
@@ -200,8 +240,8 @@ export async function load(options: LoadOptions): Promise<LoadRun> {
 }
 
 /**
- * Exactly `amount` requests, by autocannon whether or not wrk is installed (a wrk run stopped by
- * count still reports its whole duration), for runs that must stay within one account's quota. autocannon reports whole milliseconds,
+ * Exactly `amount` requests, by autocannon whether or not wrk is installed (a wrk run stopped at a
+ * count may answer a few more, those in flight), for runs that must stay within one account's quota. autocannon reports whole milliseconds,
  * and its req/s is bounded by the client on the same cores: compare servers on `cpuPerRequestUs`.
  */
 export async function loadCount(server: { url: string; child: { pid: number } }, requests: BenchRequest[], amount: number, connections: number): Promise<LoadRun> {
@@ -226,5 +266,7 @@ export function combineRuns(runs: LoadRun[]): LoadRun {
     cpuBusy: Math.min(...runs.map((r) => r.cpuBusy)),
     capped: runs.some((r) => r.capped),
     steal: runs.reduce((sum, r) => sum + r.steal * r.seconds, 0) / seconds,
+    clientCpuSeconds: runs.reduce((sum, r) => sum + r.clientCpuSeconds, 0),
+    machineBusySeconds: runs.reduce((sum, r) => sum + r.machineBusySeconds, 0),
   }
 }

@@ -55,7 +55,7 @@ const CONNECTIONS = 50
 /** Alternating yardstick and service runs per scenario; the budget is judged on the median round. */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 if (Math.max(REQUESTS, WARMUP_REQUESTS) > TIER_POLICY.business.dailyQuota) throw new Error('BENCH_REQUESTS exceeds the business quota')
-/** bench/README.md "Budgets": snapshot build for 500k printings ≤ 3 s, peak RSS ≤ 600 MB at 500k printings, a rebuild under load below twice the start's peak. */
+/** bench/README.md "Budgets": snapshot build for 500k printings ≤ 3 s (prices and search index), peak RSS ≤ 600 MB at 500k printings, a rebuild under load below twice the start's peak. */
 const BUILD_BUDGET_MS = 3_000
 const BUILD_BUDGET_PRINTINGS = 500_000
 const RSS_BUDGET_MB = 600
@@ -239,7 +239,8 @@ async function rebuildUnderLoad(before: SnapshotStatus) {
   }
   let ready: Ready
   try {
-    ready = await readyWhen(app, (r) => r.snapshot !== null && r.snapshot.version !== before.version, REBUILD_TIMEOUT_MS)
+    // Both parts in service: the prices (version), then the search index (search_version).
+    ready = await readyWhen(app, (r) => r.snapshot !== null && r.snapshot.version !== before.version && r.snapshot.search_version === r.snapshot.version, REBUILD_TIMEOUT_MS)
   } finally {
     rebuilt = true
     await loading
@@ -271,6 +272,7 @@ const budgets: BudgetRow[] = []
 const comparison: { snapshot?: LoadRun; postgres?: LoadRun } = {}
 const app = await spawnBenchService(DATABASE_URL, REDIS_URL, redisPrefix)
 const builtLog = app.lines.find((line) => line.msg === 'price snapshot built')
+const indexLog = app.lines.find((line) => line.msg === 'search index built')
 let snapshot: SnapshotStatus | null = null
 let readyMemory = ''
 let afterBuild = { rss: Number.NaN, peak: Number.NaN }
@@ -396,11 +398,15 @@ try {
   await database.close()
 }
 
-// Snapshot build, judged by linear extrapolation from this catalog's printings to the budget's 500k.
+// Snapshot build, judged by linear extrapolation from this catalog's printings to the budget's 500k:
+// the whole build, prices and search index, until the node can answer everything (docs/adr/0119-prices-first-then-the-search-index.md).
 const built = snapshot!
 const printings = built.prices
 const buildMs = built.build_ms
-const extrapolatedMs = (buildMs * BUILD_BUDGET_PRINTINGS) / printings
+const indexMs = built.search_index_ms
+const wholeMs = buildMs + indexMs
+const toBudget = (ms: number) => (ms * BUILD_BUDGET_PRINTINGS) / printings
+const extrapolatedMs = toBudget(wholeMs)
 
 // Memory, judged at 500k printings: what an empty catalog's node holds stays, the rest grows with the printings.
 const rebuildPeak = rebuild!.peak
@@ -423,14 +429,14 @@ console.log(
 budgets.unshift(
   {
     bench: 'snapshot',
-    measure: `snapshot build at start (/ready build_ms; log line ${builtLog?.ms ?? '?'} ms)`,
-    value: `${buildMs} ms for ${built.cards} cards, ${printings} printings`,
+    measure: `snapshot build at start: prices in service (/ready build_ms; log line ${builtLog?.ms ?? '?'} ms), then the search index (/ready search_index_ms; log line ${indexLog?.ms ?? '?'} ms)`,
+    value: `${buildMs} + ${indexMs} = ${wholeMs} ms for ${built.cards} cards, ${printings} printings`,
     budget: 'reported',
   },
   {
     bench: 'snapshot',
-    measure: `snapshot build, linear to ${BUILD_BUDGET_PRINTINGS} printings`,
-    value: `${Math.round(extrapolatedMs)} ms (${buildMs} × ${BUILD_BUDGET_PRINTINGS} / ${printings})`,
+    measure: `snapshot build at start until prices and search serve, linear to ${BUILD_BUDGET_PRINTINGS} printings`,
+    value: `${Math.round(extrapolatedMs)} ms (${wholeMs} × ${BUILD_BUDGET_PRINTINGS} / ${printings}); prices alone ${Math.round(toBudget(buildMs))} ms`,
     budget: `≤ ${BUILD_BUDGET_MS} ms`,
     pass: extrapolatedMs <= BUILD_BUDGET_MS,
   },
@@ -454,6 +460,12 @@ budgets.unshift(
     bench: 'snapshot',
     measure: `service peak RSS through a snapshot rebuild under load (bulk prices and search, ${CONNECTIONS} connections; VmHWM reset once the load ran)`,
     value: `${mb(rebuildPeak)} (RSS ${mb(rebuild!.atStart.rss)} before, ${mb(rebuild!.after.rss)} after; new snapshot at /ready ${Math.round(rebuild!.untilNewMs)} ms after the change, ${rebuild!.requests} requests)`,
+    budget: 'reported',
+  },
+  {
+    bench: 'snapshot',
+    measure: `snapshot rebuild under load (as above): prices in service (/ready build_ms), then the search index (search_index_ms), searches answering from the previous snapshot meanwhile`,
+    value: `${rebuild!.ready.snapshot?.build_ms} + ${rebuild!.ready.snapshot?.search_index_ms} ms`,
     budget: 'reported',
   },
   {

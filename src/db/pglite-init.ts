@@ -22,6 +22,15 @@ if (!directory) {
   console.error('usage: bun src/db/pglite-init.ts <directory>')
   process.exit(2)
 }
-const pg = await PGlite.create({ dataDir: directory, startParams: [...PGlite.defaultStartParams, ...INIT_START_PARAMS], initDbStartParams: INITDB_PARAMS })
-await pg.close()
+try {
+  const pg = await PGlite.create({ dataDir: directory, startParams: [...PGlite.defaultStartParams, ...INIT_START_PARAMS], initDbStartParams: INITDB_PARAMS })
+  await pg.close()
+} catch (error) {
+  // PGlite's WebAssembly aborts with "Aborted()" whatever went wrong, a failed write included.
+  console.error(
+    `initdb failed in ${directory}: ${error instanceof Error ? error.message : String(error)} ` +
+      '(PGlite does not name the cause: a failed write, on a full or read-only disk or past a file size limit, or too little memory)',
+  )
+  process.exit(1)
+}
 process.exit(0)

@@ -3,7 +3,7 @@ import { Elysia } from 'elysia'
 import { type Clock, withTimeout } from '../../shared/clock'
 import { LiteralUnion } from '../../shared/model'
 import { SOURCE_NAMES } from '../ingest/source'
-import type { SnapshotStatus } from '../snapshot/store'
+import { rssMb, type SnapshotStatus } from '../snapshot/store'
 import { type HealthDeps, readDataState } from './service'
 
 const Check = Type.Union([Type.Literal('ok'), Type.Literal('empty'), Type.Literal('error'), Type.Literal('not_configured')])
@@ -29,9 +29,13 @@ const Readiness = Type.Object({
         }),
         built_at: Type.String({ format: 'date-time' }),
         age_seconds: Type.Integer({ minimum: 0 }),
-        build_ms: Type.Integer({ minimum: 0 }),
+        build_ms: Type.Integer({ minimum: 0, description: 'From the build start until its prices were in service, ms' }),
         cards: Type.Integer({ minimum: 0 }),
         prices: Type.Integer({ minimum: 0 }),
+        search_index_ms: Type.Integer({ minimum: 0, description: "The search index's build after the prices were in service, ms" }),
+        search_version: Type.String({
+          description: 'The snapshot search and autocomplete answer from: `version`, or the one before while the new search index is built',
+        }),
         search_index_bytes: Type.Integer({ minimum: 0, description: "The search index's size in memory (its arrays and strings, estimated), bytes" }),
         search_index_words: Type.Integer({ minimum: 0, description: 'Distinct words of the card names the search index holds' }),
       }),
@@ -80,8 +84,6 @@ const Readiness = Type.Object({
   ),
 })
 
-const MB = 1_048_576
-
 const NO_SYNC = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
 
 /**
@@ -92,7 +94,7 @@ const NO_SYNC = { tier_3: null, tier_2: null, tier_1: null, tier_0: null }
 const PROBE_TIMEOUT_MS = 2_000
 
 /** The check's verdict, or 'error' when it throws or is too slow (an unreachable dependency is an answer here). */
-async function probe<T extends string>(clock: Clock, check: () => Promise<T>): Promise<T | 'error'> {
+export async function probe<T extends string>(clock: Clock, check: () => Promise<T>): Promise<T | 'error'> {
   try {
     return await withTimeout(clock, check(), PROBE_TIMEOUT_MS, () => new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`))
   } catch {
@@ -147,7 +149,7 @@ export function healthRoutes(
           status: !serving ? ('not_ready' as const) : degraded ? ('degraded' as const) : ('ready' as const),
           checks: { database: database ? ('ok' as const) : ('error' as const), data, redis, quota },
           snapshot,
-          memory: { rss_mb: Math.round(process.memoryUsage.rss() / MB) },
+          memory: { rss_mb: rssMb() },
           jobs: { leader: deps.isLeader?.() ?? false, last_sync: lastSync },
           source,
         }

@@ -18,7 +18,9 @@ import { autocompleteNames, searchCards } from './service'
  * a repeat is copied bytes, answered before Elysia like card prices.
  */
 export function searchRoutes(auth: AuthRuntime, snapshots: SnapshotStore, hot: HotRoutes) {
-  const search = keptSnapshotRoute<Record<string, never>, Static<typeof SearchQuery>>(auth, snapshots, {
+  // The newest snapshot whose index is built (docs/adr/0119-prices-first-then-the-search-index.md).
+  const searching = snapshots.searching
+  const search = keptSnapshotRoute<Record<string, never>, Static<typeof SearchQuery>>(auth, searching, {
     path: '/v1/search',
     rule: { needs: 'catalog' },
     body: ({ query, snapshot }) => searchCards(snapshot, query, toPage(query)),
@@ -51,7 +53,7 @@ export function searchRoutes(auth: AuthRuntime, snapshots: SnapshotStore, hot: H
     },
   })
   // Type-ahead names (docs/adr/0114-name-autocomplete.md).
-  const autocomplete = keptSnapshotRoute<Record<string, never>, Static<typeof AutocompleteQuery>>(auth, snapshots, {
+  const autocomplete = keptSnapshotRoute<Record<string, never>, Static<typeof AutocompleteQuery>>(auth, searching, {
     path: '/v1/cards/autocomplete',
     rule: { needs: 'catalog' },
     body: ({ query, snapshot }) => autocompleteNames(snapshot, query),

@@ -1,7 +1,6 @@
 import { invalidField, invalidQuery, notFound } from '../../shared/errors'
 import { type Page, pageMeta } from '../../shared/model'
 import { cleanName } from '../../shared/text'
-import { snapshotCardWithPrice } from '../catalog/service'
 import type { PriceSnapshot } from '../snapshot/snapshot'
 import { type AutocompleteQuery, MAX_AUTOCOMPLETE, Q_MAX_LENGTH, Q_MIN_LENGTH, type SearchFilter, type SearchQuery } from './model'
 
@@ -51,7 +50,8 @@ function gameIdOf(snapshot: PriceSnapshot, slug: string | undefined): number | u
 
 /**
  * A page of cards whose names match `q`, as card-with-price rows, answered from the snapshot's
- * search index (docs/adr/0112-search-in-memory.md): no database round trip.
+ * search index (docs/adr/0112-search-in-memory.md): no database round trip. `snapshot` is one whose
+ * index is built (the store's `searching`, docs/adr/0119-prices-first-then-the-search-index.md).
  */
 export function searchCards(snapshot: PriceSnapshot, query: SearchQuery, page: Page) {
   const filter = toSearchFilter(query)
@@ -59,7 +59,7 @@ export function searchCards(snapshot: PriceSnapshot, query: SearchQuery, page: P
   if (filter.setId !== undefined && !snapshot.hasSet(filter.setId)) throw notFound(`Set ${filter.setId}`)
   const { game, ...indexed } = filter
   const { ids, total } = snapshot.search.search({ ...indexed, gameId, offset: (page.page - 1) * page.perPage, limit: page.perPage })
-  return { data: ids.map((id) => snapshotCardWithPrice(snapshot.card(id)!)), meta: pageMeta(page, total) }
+  return { data: ids.map((id) => snapshot.cardWithPrice(id)!), meta: pageMeta(page, total) }
 }
 
 /** Up to MAX_AUTOCOMPLETE distinct card names for what a user has typed so far, names starting with it first. */

@@ -26,6 +26,7 @@ describe('card columns', () => {
       card(4, { imageUrl: '' }),
       card(5, { marketplaceId: 11, imageUrl: 'https://cdn.example/11/11.jpg' }), // the id twice: the last one is the hole
       card(6, { totalListings: 0, rarity: 'Rare' }),
+      card(7, { cleanName: 'pikachu promo' }), // a name seen before, with another clean name
       ...Array.from({ length: 40 }, (_, i) => card(100 + i, { name: `Card ${i % 7}`, cleanName: `card ${i % 7}` })),
     ]
     const columns = new CardColumns(3) // too little room: the columns grow
@@ -93,6 +94,13 @@ describe('decimal columns', () => {
       -21_474_836.48,
       1e12,
       123_456.78,
+      0.05,
+      -0.5,
+      -0.05,
+      100,
+      -100,
+      Number.POSITIVE_INFINITY,
+      Number.NEGATIVE_INFINITY,
       ...Array.from({ length: 2_000 }, () => Math.round((Math.random() - 0.5) * 1e7) / 100),
       ...Array.from({ length: 200 }, () => (Math.random() - 0.5) * 1e4),
     ]
@@ -106,5 +114,8 @@ describe('decimal columns', () => {
     expect(column.length).toBe(all.length)
     for (let row = 0; row < values.length; row++) expect(Object.is(column.get(row), values[row])).toBe(true)
     expect(column.get(values.length)).toBeNaN()
+    // As JSON, byte for byte what JSON.stringify writes (the bulk rows are written so).
+    const out = Buffer.alloc(64)
+    for (let row = 0; row < all.length; row++) expect(out.toString('latin1', 0, column.writeJson(row, out, 0))).toBe(JSON.stringify(all[row]))
   })
 })

@@ -6,6 +6,40 @@ import type { Price } from '../catalog/model'
 // large catalog (338k printings) the rows read as objects took about 150 MB, as columns about 40 MB
 // of heap, and the collector has next to nothing to trace (docs/adr/0115-the-snapshot-in-columns.md).
 
+/** Writes a whole number in 0 … 2^31 − 1 as decimal digits into `out` at `at`; returns where it ends. */
+export function writeDigits(out: Buffer, at: number, value: number): number {
+  let end = at + 1
+  for (let rest = value; rest >= 10; rest = (rest / 10) | 0) end++
+  let place = end
+  let rest = value
+  do {
+    out[--place] = 48 + (rest % 10)
+    rest = (rest / 10) | 0
+  } while (rest > 0)
+  return end
+}
+
+/**
+ * Writes hundredths / 100 as JSON.stringify writes that number (`-12.3`, `0.05`, `7`) without
+ * making a string: a value of at most two decimals below 2^31 hundredths is its shortest form, so
+ * the digits of the whole part, then the cents without trailing zeros.
+ */
+export function writeHundredths(out: Buffer, at: number, hundredths: number): number {
+  let rest = hundredths
+  if (rest < 0) {
+    out[at++] = 45 // '-'
+    rest = -rest
+  }
+  const whole = (rest / 100) | 0
+  const cents = rest - whole * 100
+  at = writeDigits(out, at, whole)
+  if (cents === 0) return at
+  out[at++] = 46 // '.'
+  out[at++] = 48 + ((cents / 10) | 0)
+  if (cents % 10 !== 0) out[at++] = 48 + (cents % 10)
+  return at
+}
+
 /** A null integer column value (no row has it: ids and counts are never this low). */
 export const NULL_INT = -2_147_483_648
 /** A null text code. */
@@ -61,9 +95,21 @@ class ImageUrls {
     this.codes = new Uint16Array(room)
   }
 
+  /** The pattern the previous URL fitted: most fit the same one, which is checked without making a string. */
+  private last = -1
+
   set(row: number, url: string, marketplaceId: number): void {
     if (row >= this.codes.length) this.codes = grown(this.codes)
     const id = String(marketplaceId)
+    const last = this.last
+    if (last >= 0) {
+      const prefix = this.prefixes[last]!
+      const suffix = this.suffixes[last]!
+      if (url.length === prefix.length + id.length + suffix.length && url.startsWith(prefix) && url.startsWith(id, prefix.length) && url.endsWith(suffix)) {
+        this.codes[row] = last
+        return
+      }
+    }
     const at = url.lastIndexOf(id)
     if (at >= 0) {
       const code = this.patterns.code(`${url.slice(0, at)}\u0000${url.slice(at + id.length)}`)
@@ -73,6 +119,7 @@ class ImageUrls {
           this.suffixes.push(url.slice(at + id.length))
         }
         this.codes[row] = code
+        this.last = code
         return
       }
     }
@@ -127,6 +174,8 @@ export class CardColumns {
   readonly number: (string | null)[] = []
   readonly imageUrl: ImageUrls
   private strings: StringPool | undefined = new StringPool()
+  /** Each distinct name → the first row with it: a repeated name's clean name is most often that row's, found by one comparison instead of a lookup. */
+  private rowOfName: Map<string, number> | undefined = new Map()
 
   /** Room for `expected` rows (the count read in the same snapshot): more still fit, at the cost of a copy. */
   constructor(expected = 1024) {
@@ -163,8 +212,16 @@ export class CardColumns {
     this.totalListings[row] = card.totalListings ?? NULL_INT
     this.productType[row] = this.productTypes.code(card.productType)
     this.rarity[row] = this.rarities.code(card.rarity)
-    this.name.push(strings.of(card.name))
-    this.cleanName.push(strings.of(card.cleanName))
+    const named = this.rowOfName!.get(card.name)
+    if (named === undefined) {
+      this.rowOfName!.set(card.name, row)
+      this.name.push(strings.of(card.name))
+      this.cleanName.push(strings.of(card.cleanName))
+    } else {
+      this.name.push(this.name[named]!)
+      const clean = this.cleanName[named]!
+      this.cleanName.push(clean === card.cleanName ? clean : strings.of(card.cleanName))
+    }
     this.number.push(card.number === null ? null : strings.of(card.number))
     this.imageUrl.set(row, card.imageUrl, card.marketplaceId)
   }
@@ -182,6 +239,7 @@ export class CardColumns {
     this.rarity = trimmed(this.rarity, n)
     this.imageUrl.trim(n)
     this.strings = undefined
+    this.rowOfName = undefined
     return this
   }
 
@@ -236,6 +294,14 @@ export class DecimalColumn {
     }
     this.hundredths[row] = DecimalColumn.OTHER
     this.others.set(row, value)
+  }
+
+  /** Writes the value as JSON.stringify writes it (null for null) into `out` at `at`, ASCII; returns where it ends. */
+  writeJson(row: number, out: Buffer, at: number): number {
+    const hundredths = this.hundredths[row]!
+    if (hundredths > DecimalColumn.OTHER) return writeHundredths(out, at, hundredths)
+    const value = hundredths === DecimalColumn.NULL ? Number.NaN : this.others.get(row)!
+    return at + out.write(Number.isFinite(value) ? `${value}` : 'null', at, 'latin1')
   }
 
   /** The value, NaN for null. */

@@ -60,6 +60,8 @@ const HEAP_LIMIT = 2_048
 const SMALL_STARTS_WITH = 2_048
 
 const EMPTY = new Int32Array(0)
+/** Distinct lists of printings remembered while the index is built (see the constructor): catalogs share a few. */
+const SHARED_PRINTING_LISTS = 256
 
 /** Code-point order (PostgreSQL's under C.UTF-8); differs from `<` only when a surrogate meets U+E000–U+FFFF. */
 function compareCodePoints(a: string, b: string): number {
@@ -518,10 +520,16 @@ export class SearchIndex {
     const cleanOfInput = new Int32Array(n)
     const nameOfInput = new Int32Array(n)
     const idKeys = new Float64Array(n)
+    // A name seen before most often comes with the clean name it came with then: one comparison instead of a lookup.
+    const cleanOfName: number[] = []
+    const cleanNames: string[] = []
     for (let i = 0; i < n; i++) {
       const card = input[i]!
-      cleanOfInput[i] = codeOf(cleanMap, card.cleanName)
-      nameOfInput[i] = codeOf(nameMap, card.name)
+      const name = codeOf(nameMap, card.name)
+      nameOfInput[i] = name
+      if (name === cleanOfName.length) cleanOfName.push((cleanOfInput[i] = codeOf(cleanMap, card.cleanName)))
+      else cleanOfInput[i] = cleanNames[cleanOfName[name]!] === card.cleanName ? cleanOfName[name]! : codeOf(cleanMap, card.cleanName)
+      if (cleanOfInput[i] === cleanNames.length) cleanNames.push(card.cleanName)
       idKeys[i] = card.id * n + i
     }
     const cleanList = [...cleanMap.keys()]
@@ -551,24 +559,39 @@ export class SearchIndex {
     this.cleanIds = new Int32Array(n)
     const nameIds = new Int32Array(n)
     const idRanks = new Int32Array(n)
+    // Most cards share their type, and their list of printings (the same array): the previous card's codes are tried first, by identity.
+    let lastType: string | undefined
+    let lastTypeCode = 0
+    let lastRarity: string | undefined
+    let lastRarityCode = 0
+    const setsOfPrintings = new Map<readonly string[], Uint32Array[]>()
     for (let p = 0; p < n; p++) {
       const i = inputAt[p]!
       const card = input[i]!
       this.ids[p] = card.id
       this.gameIds[p] = card.gameId
       this.setIds[p] = card.setId
-      this.types[p] = codeOf(this.typeCodes, card.productType)
-      this.rarities[p] = codeOf(this.rarityCodes, card.rarity)
+      if (card.productType !== lastType) lastTypeCode = codeOf(this.typeCodes, (lastType = card.productType))
+      this.types[p] = lastTypeCode
+      if (card.rarity !== lastRarity) lastRarityCode = codeOf(this.rarityCodes, (lastRarity = card.rarity))
+      this.rarities[p] = lastRarityCode
       this.prices[p] = card.marketPrice ?? Number.NaN
       this.cleanIds[p] = cleanOfInput[i]!
       nameIds[p] = nameOfInput[i]!
       idRanks[p] = idRankOfInput[i]!
-      for (const printing of card.printings) {
-        let set = this.printingSets.get(printing)
-        if (!set) this.printingSets.set(printing, (set = new Uint32Array((n + 31) >>> 5)))
-        set[p >>> 5]! |= 1 << (p & 31)
+      let sets = setsOfPrintings.get(card.printings)
+      if (!sets) {
+        sets = card.printings.map((printing) => {
+          let set = this.printingSets.get(printing)
+          if (!set) this.printingSets.set(printing, (set = new Uint32Array((n + 31) >>> 5)))
+          return set
+        })
+        // Cards given an array each (many printings, see snapshot.ts's buildSearch) would only fill the map.
+        if (setsOfPrintings.size < SHARED_PRINTING_LISTS) setsOfPrintings.set(card.printings, sets)
       }
+      for (const set of sets) set[p >>> 5]! |= 1 << (p & 31)
     }
+    setsOfPrintings.clear()
     const positionByIdRank = inverse(idRanks)
 
     // The dictionary in code-unit order (so a prefix is a range) and each clean name's distinct words, ascending.

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import type { Price } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
+import { snapshotCardWithPrice } from '../catalog/service'
 import { CardColumns, PriceColumns } from './columns'
 import type { SnapshotSource } from './repo'
 import { PriceSnapshot, rankByMove } from './snapshot'
@@ -119,6 +120,7 @@ describe('PriceSnapshot, against its rules written plainly', () => {
         .at(-1)!,
     )
     expect(snapshot.card(999_999)).toBeUndefined()
+    expect(snapshot.cardWithPrice(999_999)).toBeUndefined()
 
     // A card's prices, primary first; its bulk row from them.
     const bulkRows: Record<string, unknown>[] = []
@@ -127,6 +129,8 @@ describe('PriceSnapshot, against its rules written plainly', () => {
       const answered = snapshot.card(card.id)!
       expect(JSON.stringify(answered.prices)).toBe(JSON.stringify(own))
       expect(answered).toMatchObject({ ...card, setName: card.setId === 10 ? 'Base' : 'Jungle', gameSlug: card.gameId === 1 ? 'creatures' : 'mana' })
+      // A search row makes only the primary Price, and is the row the whole card makes.
+      expect(snapshot.cardWithPrice(card.id)).toEqual(snapshotCardWithPrice(answered))
       if (own.length === 0) continue
       const foil = own.find((p) => isFoilPrinting(p.printing) && p.market_price !== null)
       bulkRows.push({
@@ -182,5 +186,18 @@ describe('PriceSnapshot, against its rules written plainly', () => {
         }
       }
     }
+  })
+
+  test("searchIndex 'later': the prices answer at once, the index is built once when asked", () => {
+    const { source } = randomSource()
+    const snapshot = PriceSnapshot.build(source, new Date(), { searchIndex: 'later' })
+    expect(snapshot.searchable).toBe(false)
+    expect(() => snapshot.search).toThrow('not built')
+    const someId = source.cards.id[0]!
+    expect(snapshot.card(someId)?.id).toBe(someId)
+    const index = snapshot.buildSearchIndex()
+    expect(snapshot.buildSearchIndex()).toBe(index)
+    expect(snapshot.search).toBe(index)
+    expect(snapshot.search.search({ text: source.cards.cleanName[0]!, sort: 'relevance', offset: 0, limit: 100 }).ids).toContain(someId)
   })
 })

@@ -1,8 +1,8 @@
-import type { Price, PriceRow } from '../catalog/model'
+import type { CardWithPrice, Price, PriceRow } from '../catalog/model'
 import { isFoilPrinting, printingOrder } from '../catalog/printings'
-import { priceRowOf } from '../catalog/service'
+import { priceRowOf, snapshotCardWithPrice } from '../catalog/service'
 import { BulkIndex, type BulkSelection } from './bulk-index'
-import { type CardColumns, type DecimalColumn, orNull, type PriceColumns } from './columns'
+import { type CardColumns, type DecimalColumn, orNull, type PriceColumns, writeDigits } from './columns'
 import type { BulkPriceRow, MoverDirection, MoverPeriod, TopMoverRow } from './model'
 import { MAX_MOVERS, MOVER_DIRECTIONS, MOVER_PERIODS } from './model'
 import type { SnapshotSource } from './repo'
@@ -79,7 +79,6 @@ interface Parts {
   moverRows: Int32Array
   movers: Map<string, Int32Array>
   changes: Map<number | '*', Int32Array>
-  search: SearchIndex
   priceCount: number
   asOf: string | null
 }
@@ -90,11 +89,11 @@ interface GameNames {
   kind: string
 }
 
-/** Collections a build asks for: the store collects the garbage of each phase, and within a phase the strings it made and dropped (a build runs once per sync). */
+/** Collections a build asks for: the store collects the garbage of each phase (a build runs once per sync). */
 export interface BuildOptions {
   betweenPhases?: () => void
-  /** Called every megabyte of bulk rows: each row's text is garbage once copied into the buffer. */
-  collectYoung?: () => void
+  /** 'later': the caller builds it with `buildSearchIndex` once the prices are in service (docs/adr/0119-prices-first-then-the-search-index.md). */
+  searchIndex?: 'now' | 'later'
 }
 
 /**
@@ -112,8 +111,8 @@ export class PriceSnapshot {
   readonly priceCount: number
   /** Newest `last_updated_at` of any price; null when there are none. */
   readonly asOf: string | null
-  /** Card search and autocomplete over every card (docs/adr/0112-search-in-memory.md). */
-  readonly search: SearchIndex
+  /** Card search and autocomplete over every card (docs/adr/0112-search-in-memory.md): set once by buildSearchIndex. */
+  private index: SearchIndex | undefined
   private readonly cards: CardColumns
   private readonly prices: PriceColumns
   private readonly gamesById: Map<number, GameNames>
@@ -157,7 +156,6 @@ export class PriceSnapshot {
     this.moverRows = parts.moverRows
     this.movers = parts.movers
     this.changes = parts.changes
-    this.search = parts.search
     this.cardCount = parts.cards.length
     this.priceCount = parts.priceCount
     this.asOf = parts.asOf
@@ -171,15 +169,13 @@ export class PriceSnapshot {
     const bulkIndex = new BulkIndex(cards.length)
     for (let row = 0; row < cards.length; row++) bulkIndex.addUnpriced(cards.id[row]!, row)
     const grouped = groupPrices(cards, prices, bulkIndex, gamesById)
-    const bulkChunks = serialiseBulkRows(cards, prices, grouped, bulkIndex, options.collectYoung ?? (() => {}))
-    between()
-    const search = buildSearch(cards, prices, grouped)
+    const bulkChunks = serialiseBulkRows(cards, prices, grouped, bulkIndex)
     between()
     const feed = inFeedOrder(cards, prices, grouped)
     const { moverRows, movers } = buildMovers(feed, cards, prices, grouped.priceCard)
     between()
     const changes = buildChanges(feed, cards, prices, grouped.priceCard)
-    return new PriceSnapshot(versionOf(source.fingerprint), builtAt, source.fingerprint, {
+    const snapshot = new PriceSnapshot(versionOf(source.fingerprint), builtAt, source.fingerprint, {
       cards,
       prices,
       gamesById,
@@ -190,19 +186,50 @@ export class PriceSnapshot {
       moverRows,
       movers,
       changes,
-      search,
       priceCount: grouped.cardPrices.length,
       asOf: newestUpdate(prices, grouped.cardPrices),
     })
+    if (options.searchIndex !== 'later') snapshot.buildSearchIndex()
+    return snapshot
+  }
+
+  /** Builds the search index over this snapshot's cards (once; later calls return it). */
+  buildSearchIndex(): SearchIndex {
+    this.index ??= buildSearch(this.cards, this.prices, this.firstPrice, this.cardPrices)
+    return this.index
+  }
+
+  /** Whether `search` can be read: the index is built. */
+  get searchable(): boolean {
+    return this.index !== undefined
+  }
+
+  /** The search index; only a snapshot whose index is built is handed to search (store.ts's `searching`). */
+  get search(): SearchIndex {
+    if (!this.index) throw new Error('the search index of this snapshot is not built yet')
+    return this.index
   }
 
   /** The card with its prices, made for the caller (a new object each call). */
   card(id: number): SnapshotCard | undefined {
     const row = this.bulkIndex.rowOf(id)
     if (row < 0) return undefined
-    const card = this.cards.fields(row)
     const prices: Price[] = []
     for (let at = this.firstPrice[row]!; at < this.firstPrice[row + 1]!; at++) prices.push(this.prices.price(this.cardPrices[at]!))
+    return this.cardAt(row, prices)
+  }
+
+  /** The card as a card-with-price row (search answers): only its primary printing's Price is made, the one the row shows. */
+  cardWithPrice(id: number): CardWithPrice | undefined {
+    const row = this.bulkIndex.rowOf(id)
+    if (row < 0) return undefined
+    const first = this.firstPrice[row]!
+    return snapshotCardWithPrice(this.cardAt(row, first < this.firstPrice[row + 1]! ? [this.prices.price(this.cardPrices[first]!)] : []))
+  }
+
+  /** Card row `row` with these prices. */
+  private cardAt(row: number, prices: Price[]): SnapshotCard {
+    const card = this.cards.fields(row)
     return {
       id: card.id,
       name: card.name,
@@ -259,14 +286,16 @@ export class PriceSnapshot {
   /** The selected cards' Bulk price rows as objects (for msgpack), made from the columns. */
   bulkObjects(selection: BulkSelection): BulkPriceRow[] {
     const { prices } = this
+    const foilCodes = foilPrintings(prices)
     return Array.from(selection.slots.subarray(0, selection.count), (slot) => {
       const row = this.bulkIndex.row(slot)
       const primary = this.cardPrices[this.firstPrice[row]!]!
+      const foil = foilPriceRow(prices, this.cardPrices, this.firstPrice[row]!, this.firstPrice[row + 1]!, foilCodes)
       return {
         card_id: this.cards.id[row]!,
         market_price: orNull(prices.marketPrice.get(primary)),
         low_price: orNull(prices.lowPrice.get(primary)),
-        foil_market_price: orNull(foilMarketPrice(prices, this.cardPrices, this.firstPrice[row]!, this.firstPrice[row + 1]!, foilPrintings(prices))),
+        foil_market_price: foil < 0 ? null : orNull(prices.marketPrice.get(foil)),
         price_change_24h: orNull(prices.priceChange24h.get(primary)),
         last_updated_at: prices.times.values[prices.lastUpdatedAt[primary]!]!,
       }
@@ -373,13 +402,13 @@ function changeColumn(prices: PriceColumns, period: MoverPeriod): DecimalColumn 
 /** Per printing code: whether it is a foil-type printing. */
 const foilPrintings = (prices: PriceColumns) => prices.printings.values.map(isFoilPrinting)
 
-/** The market price of the card's first foil-type printing that has one (NaN: none). A foil printing the source never priced does not hide a later one that it did. */
-function foilMarketPrice(prices: PriceColumns, cardPrices: Int32Array, from: number, to: number, foil: boolean[]): number {
+/** The price row of the card's first foil-type printing that has a market price (-1: none). A foil printing the source never priced does not hide a later one that it did. */
+function foilPriceRow(prices: PriceColumns, cardPrices: Int32Array, from: number, to: number, foil: boolean[]): number {
   for (let at = from; at < to; at++) {
     const price = cardPrices[at]!
-    if (foil[prices.printing[price]!] && !Number.isNaN(prices.marketPrice.get(price))) return prices.marketPrice.get(price)
+    if (foil[prices.printing[price]!] && !Number.isNaN(prices.marketPrice.get(price))) return price
   }
-  return Number.NaN
+  return -1
 }
 
 /** Each code's place when the values are ordered by `compare`. */
@@ -431,20 +460,40 @@ function groupPrices(cards: CardColumns, prices: PriceColumns, bulkIndex: BulkIn
   return { firstPrice, cardPrices, priceCard }
 }
 
-/** A JSON number, as JSON.stringify writes it (null for NaN, the null of a column). */
-const jsonNumber = (value: number) => (Number.isFinite(value) ? `${value}` : 'null')
-
 /** The bulk rows' buffers: one row never spans two, so a row's place (start) names its buffer (start / BULK_CHUNK_BYTES). */
 const BULK_CHUNK_BYTES = 1 << 20
 
+/** More than a Bulk price row can take: five numbers of at most 24 characters, an ISO time and the keys. */
+const BULK_ROW_MAX_BYTES = 512
+
+// A Bulk price row's keys and punctuation, as bytes, in the order of BulkPriceRow.
+const CARD_ID = Buffer.from(',{"card_id":')
+const MARKET_PRICE = Buffer.from(',"market_price":')
+const LOW_PRICE = Buffer.from(',"low_price":')
+const FOIL_MARKET_PRICE = Buffer.from(',"foil_market_price":')
+const PRICE_CHANGE_24H = Buffer.from(',"price_change_24h":')
+const LAST_UPDATED_AT = Buffer.from(',"last_updated_at":')
+const NULL = Buffer.from('null')
+
+/** Copies `bytes` into `out` at `at`; returns where they end. */
+function put(out: Buffer, at: number, bytes: Buffer): number {
+  out.set(bytes, at)
+  return at + bytes.length
+}
+
 /**
  * Every priced card's Bulk price row as JSON, each after a comma, in buffers of 1 MB, and where each
- * lies (bulkIndex). A row is numbers, nulls and one ISO timestamp, all ASCII, so its length in
- * characters is its length in bytes: rows are written one by one, with no array of row objects, no
- * string of the whole array, no search for the rows' ends, and no buffer grown by copying.
+ * lies (bulkIndex). A row is numbers, nulls and one ISO timestamp, all ASCII: its bytes are written
+ * straight into the buffer (keys copied, numbers as digits, each distinct time quoted once), with no
+ * string per row or per number, no array of row objects and no buffer grown by copying.
  */
-function serialiseBulkRows(cards: CardColumns, prices: PriceColumns, { firstPrice, cardPrices }: Grouped, bulkIndex: BulkIndex, collectYoung: () => void): Buffer[] {
+function serialiseBulkRows(cards: CardColumns, prices: PriceColumns, { firstPrice, cardPrices }: Grouped, bulkIndex: BulkIndex): Buffer[] {
   const foil = foilPrintings(prices)
+  const times = prices.times.values.map((time) => {
+    const quoted = JSON.stringify(time)
+    if (Buffer.byteLength(quoted) !== quoted.length) throw new Error(`bulk rows: an update time that is not ASCII: ${quoted}`)
+    return Buffer.from(quoted, 'latin1')
+  })
   const chunks: Buffer[] = []
   let chunk = Buffer.allocUnsafe(BULK_CHUNK_BYTES)
   let at = 0
@@ -452,21 +501,26 @@ function serialiseBulkRows(cards: CardColumns, prices: PriceColumns, { firstPric
     const from = firstPrice[row]!
     const to = firstPrice[row + 1]!
     if (from === to) continue
-    const primary = cardPrices[from]!
-    const json =
-      `,{"card_id":${cards.id[row]},"market_price":${jsonNumber(prices.marketPrice.get(primary))},"low_price":${jsonNumber(prices.lowPrice.get(primary))},` +
-      `"foil_market_price":${jsonNumber(foilMarketPrice(prices, cardPrices, from, to, foil))},"price_change_24h":${jsonNumber(prices.priceChange24h.get(primary))},` +
-      `"last_updated_at":${JSON.stringify(prices.times.values[prices.lastUpdatedAt[primary]!])}}`
-    if (at + json.length > BULK_CHUNK_BYTES) {
-      collectYoung()
+    if (at + BULK_ROW_MAX_BYTES > BULK_CHUNK_BYTES) {
       chunks.push(chunk.subarray(0, at))
       chunk = Buffer.allocUnsafe(BULK_CHUNK_BYTES)
       at = 0
     }
-    if (chunk.write(json, at, 'latin1') !== json.length || json.length !== Buffer.byteLength(json)) throw new Error('bulk rows: a row that is not ASCII')
-    const start = chunks.length * BULK_CHUNK_BYTES + at
-    bulkIndex.setRange(cards.id[row]!, start, start + json.length)
-    at += json.length
+    const primary = cardPrices[from]!
+    const foilRow = foilPriceRow(prices, cardPrices, from, to, foil)
+    const id = cards.id[row]!
+    const start = at
+    at = put(chunk, at, CARD_ID)
+    at = id >= 0 ? writeDigits(chunk, at, id) : at + chunk.write(`${id}`, at, 'latin1')
+    at = prices.marketPrice.writeJson(primary, chunk, put(chunk, at, MARKET_PRICE))
+    at = prices.lowPrice.writeJson(primary, chunk, put(chunk, at, LOW_PRICE))
+    at = put(chunk, at, FOIL_MARKET_PRICE)
+    at = foilRow < 0 ? put(chunk, at, NULL) : prices.marketPrice.writeJson(foilRow, chunk, at)
+    at = prices.priceChange24h.writeJson(primary, chunk, put(chunk, at, PRICE_CHANGE_24H))
+    at = put(chunk, put(chunk, at, LAST_UPDATED_AT), times[prices.lastUpdatedAt[primary]!]!)
+    chunk[at++] = 0x7d // '}'
+    const place = chunks.length * BULK_CHUNK_BYTES
+    bulkIndex.setRange(id, place + start, place + at)
   }
   chunks.push(Buffer.from(chunk.subarray(0, at))) // the last chunk's spare room goes
   return chunks
@@ -485,7 +539,7 @@ function newestUpdate(prices: PriceColumns, rows: Int32Array): string | null {
 }
 
 /** The search index over every card, its prices already in printing order (the primary first). */
-function buildSearch(cards: CardColumns, prices: PriceColumns, { firstPrice, cardPrices }: Grouped): SearchIndex {
+function buildSearch(cards: CardColumns, prices: PriceColumns, firstPrice: Int32Array, cardPrices: Int32Array): SearchIndex {
   const searchable: SearchableCard[] = new Array(cards.length)
   // Cards share a few sets of printings: one array per set (by a bit per printing, while there are few), not one per card.
   const shared = new Map<number, readonly string[]>()

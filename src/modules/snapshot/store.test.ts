@@ -7,7 +7,7 @@ import { eventually } from '../../../test/helpers/eventually'
 import { startServer } from '../../../test/helpers/server'
 import { bulkPrices } from '../prices/service'
 import { loadSnapshotSource } from './repo'
-import { publishSnapshotChanged, snapshotChannel, snapshotStore } from './store'
+import { publishSnapshotChanged, type SnapshotStore, snapshotChannel, snapshotStore } from './store'
 
 // A private copy of the seeded catalog whose prices these tests rewrite, as a sync would: every
 // price row gets a marker low price and a newer update time, which moves the fingerprint.
@@ -150,5 +150,98 @@ describe.skipIf(!TEST_REDIS_URL)('snapshot-changed over Redis (needs TEST_REDIS_
     expect(after.status).toBe(200)
     expect(after.headers.get('etag')).not.toBe(etag)
     await eventually(() => other.status()?.version === body.meta.snapshot_version, { what: 'the other node rebuilt' })
+  })
+})
+
+describe('prices first, then the search index (docs/adr/0119-prices-first-then-the-search-index.md)', () => {
+  /** A store whose builds wait, once their prices serve, at a gate the test opens (or fails) when `hold` is set. */
+  function heldStore() {
+    const held = { hold: false, fail: false, reached: () => {}, open: () => {} }
+    let gate: Promise<void> = Promise.resolve()
+    let reached: Promise<void> = Promise.resolve()
+    const arm = () => {
+      held.hold = true
+      reached = new Promise<void>((resolve) => (held.reached = resolve))
+      gate = new Promise<void>((resolve) => (held.open = resolve))
+    }
+    const store = snapshotStore({
+      db,
+      redis: undefined,
+      logger: testLogger,
+      clock: testClock,
+      pollMs: quietPoll,
+      beforeSearchIndex: async () => {
+        if (!held.hold) return
+        held.hold = false
+        held.reached()
+        await gate
+        if (held.fail) {
+          held.fail = false
+          throw new Error('the index build failed (test)')
+        }
+      },
+    })
+    afterAll(() => store.close())
+    return { store, held, arm, reached: () => reached }
+  }
+
+  /** Renames a card, as a sync would (its updated_at moves the fingerprint); returns its id. */
+  async function renameCard(name: string): Promise<number> {
+    const [card] = await selectRows<{ id: number }>(db, sql`select id from cards order by id limit 1`)
+    await db.execute(sql`update cards set name = ${name}, clean_name = ${name.toLowerCase()}, updated_at = updated_at + interval '1 second' where id = ${card!.id}`)
+    return card!.id
+  }
+
+  const found = (snapshot: Awaited<ReturnType<SnapshotStore['get']>>, text: string) => snapshot.search.search({ text, sort: 'relevance', offset: 0, limit: 10 }).ids
+
+  test('while the new index is built, prices are the new ones and searches answer from the previous snapshot, whole', async () => {
+    const { store, held, arm, reached } = heldStore()
+    const before = await store.get()
+    expect(await store.searching.get()).toBe(before)
+    const id = await renameCard('Zyzzyva Heldbuild')
+    const marker = await rewritePrices()
+    arm()
+    const rebuilt = store.refresh()
+    await reached()
+    const prices = await store.get()
+    expect(prices).not.toBe(before)
+    expect(lowPrices(answered(bulkPrices(prices, ids)))).toEqual(new Set([marker]))
+    expect(prices.searchable).toBe(false)
+    const searching = await store.searching.get()
+    expect(searching).toBe(before) // the previous snapshot, index and rows together
+    expect(found(searching, 'zyzzyva heldbuild')).toEqual([])
+    expect(store.status()).toMatchObject({ version: prices.version, search_version: before.version })
+    held.open()
+    expect(await rebuilt).toBe(prices)
+    expect(await store.searching.get()).toBe(prices)
+    expect(found(prices, 'zyzzyva heldbuild')).toEqual([id])
+    expect(store.status()).toMatchObject({ version: prices.version, search_version: prices.version })
+  })
+
+  test('an index build that fails leaves the new prices serving and searches on the previous snapshot; the next refresh builds the index owed', async () => {
+    const { store, held, arm, reached } = heldStore()
+    const before = await store.get()
+    const id = await renameCard('Zyzzyva Failedindex')
+    arm()
+    held.fail = true
+    const rebuilt = store.refresh()
+    await reached()
+    held.open()
+    await expect(rebuilt).rejects.toThrow('the index build failed (test)')
+    const prices = await store.get()
+    expect(prices).not.toBe(before)
+    expect(await store.searching.get()).toBe(before)
+    expect(await store.refresh()).toBe(prices) // the data has not changed: no new snapshot, but its index
+    expect(await store.searching.get()).toBe(prices)
+    expect(found(prices, 'zyzzyva failedindex')).toEqual([id])
+  })
+
+  test('before the first index is built, searches wait for it', async () => {
+    const { store } = heldStore()
+    const first = store.searching.get()
+    expect(first).toBeInstanceOf(Promise)
+    const snapshot = await first
+    expect(snapshot.searchable).toBe(true)
+    expect(await store.get()).toBe(snapshot)
   })
 })
