@@ -61,20 +61,31 @@ export function benchAccounts(db: Database, name: string) {
  * The service (`src/index.ts`) on a free port against these PostgreSQL and Redis, its Redis keys
  * under `redisPrefix`, logging at info: the 'listening' line, and 'price snapshot built', are info logs.
  * With BENCH_PROFILE_DIR set, it writes a CPU profile (Markdown, Bun's `--cpu-prof-md`) there when it stops.
+ * With `keepRest`, its log after the 'listening' line is kept too (`Listening.rest`).
  */
-export function spawnBenchService(databaseUrl: string, redisUrl: string, redisPrefix: string, env: Record<string, string> = {}): Promise<Listening> {
+export function spawnBenchService(
+  databaseUrl: string,
+  redisUrl: string,
+  redisPrefix: string,
+  env: Record<string, string> = {},
+  { keepRest = false }: { keepRest?: boolean } = {},
+): Promise<Listening> {
   const profileDir = process.env.BENCH_PROFILE_DIR
   const profile = profileDir ? ['--cpu-prof-md', `--cpu-prof-dir=${profileDir}`] : []
-  return spawnUntilListening([...profile, 'src/index.ts'], {
-    ...process.env,
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: redisUrl,
-    REDIS_KEY_PREFIX: redisPrefix,
-    PORT: '0',
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'info',
-    ...env,
-  })
+  return spawnUntilListening(
+    [...profile, 'src/index.ts'],
+    {
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redisUrl,
+      REDIS_KEY_PREFIX: redisPrefix,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    { keepRest },
+  )
 }
 
 // ---------------------------------------------------------------------------------------------

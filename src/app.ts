@@ -8,6 +8,7 @@ import { catalogRoutes, openCatalogReads } from './modules/catalog/routes'
 import { conditionRoutes } from './modules/conditions/routes'
 import { conditionService } from './modules/conditions/service'
 import { docsRoutes } from './modules/docs/routes'
+import { nodeStateReaders } from './modules/health/metrics'
 import { healthRoutes } from './modules/health/routes'
 import { historyRoutes } from './modules/history/routes'
 import { cardPriceRoutes, pricesRoutes } from './modules/prices/routes'
@@ -19,17 +20,25 @@ import { BUN_SERVE_OPTIONS, connectionTimeoutSeconds, ELYSIA_OPTIONS } from './s
 import { registerFormats } from './shared/formats'
 import { type Handler, hotRoutes } from './shared/hot-routes'
 import { errorHandler, lastResortErrorResponse } from './shared/http'
+import { createMetrics, type Metrics } from './shared/metrics'
+import { noteRoute, requestTracking, UNMATCHED_ROUTE } from './shared/request-id'
+import { accessLog, allOf } from './shared/request-log'
+import type { RequestRecord } from './shared/request-record'
 import { requestRules } from './shared/request-rules'
 
 export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock' | 'source'> & {
-  config: Pick<Deps['config'], 'cookieSecure' | 'maxBodyBytes' | 'requestTimeoutSeconds' | 'marketplaceTimeoutMs'>
+  config: Pick<Deps['config'], 'cookieSecure' | 'trustedProxies' | 'maxBodyBytes' | 'requestTimeoutSeconds' | 'marketplaceTimeoutMs' | 'accessLog'>
 } & Pick<AuthDeps, 'keyCache'> & {
     /** Whether this node leads the scheduled jobs (`/ready` says so); absent where no scheduler runs. */
     isLeader?: () => boolean
     /** The secret box and target policy of webhook management (default: no key, public targets only). */
     webhooks?: WebhookSettings
-    /** What every request passes through, in order (everyRequest); none by default. */
+    /** Where the app counts (default: a registry of its own, unread); index.ts also hands it every request's record. */
+    metrics?: Metrics
+    /** What every request passes through, in order (everyRequest), inside the request id's step; none by default. */
     requestSteps?: RequestStep[]
+    /** Called once per request after its answer is ready (the access log is one consumer, metrics another). */
+    onRequestDone?: (record: RequestRecord) => void
   }
 
 /** A step every request passes, whichever router answers it: it may answer itself or call `next`. */
@@ -51,11 +60,14 @@ export function everyRequest(steps: readonly RequestStep[], handler: Handler): H
  */
 export function createApp(deps: AppDeps) {
   registerFormats()
-  const auth = createAuthRuntime(deps)
+  const metrics = deps.metrics ?? createMetrics()
+  const auth = createAuthRuntime({ ...deps, metrics })
   const snapshots = snapshotStore(deps)
+  metrics.readState(nodeStateReaders({ ...deps, quotaMode: auth.quotaMode, snapshot: snapshots.status }))
   const catalogReads = openCatalogReads(deps.clock)
   const hot = hotRoutes()
   const { maxBodyBytes, requestTimeoutSeconds } = deps.config
+  const lastResort = lastResortErrorResponse(deps.logger)
   const app = new Elysia({
     ...ELYSIA_OPTIONS,
     // Elysia's own router answers whatever the hot routes do not, through app.fetch: without this,
@@ -64,7 +76,7 @@ export function createApp(deps: AppDeps) {
     // Wherever the app is served (index.ts, tests), as Bun.serve options.
     serve: {
       ...BUN_SERVE_OPTIONS,
-      error: lastResortErrorResponse(deps.logger),
+      error: lastResort,
       // A connection silent for REQUEST_TIMEOUT_SECONDS is closed, never sooner (an answer being
       // prepared is not cut off); request-rules times a body itself.
       idleTimeout: connectionTimeoutSeconds(requestTimeoutSeconds),
@@ -77,6 +89,8 @@ export function createApp(deps: AppDeps) {
     },
   })
     .use(requestRules({ maxBodyBytes, requestTimeoutSeconds }, deps.clock))
+    // The route template of the request record, once Elysia has matched a route.
+    .onTransform({ as: 'global' }, ({ route }) => noteRoute(route))
     .use(
       errorHandler(deps.logger, {
         allowedMethods: (path) => allowedMethods(path),
@@ -98,25 +112,41 @@ export function createApp(deps: AppDeps) {
     .use(searchRoutes(auth, snapshots, hot))
     .use(pricesRoutes(auth, snapshots, hot))
     .use(bulkRoutes(auth, deps.logger))
-    .use(conditionRoutes(auth, conditionService(deps)))
+    .use(conditionRoutes(auth, conditionService({ ...deps, metrics })))
     .use(webhookRoutes(auth, deps.webhooks ?? NO_WEBHOOK_SETTINGS))
 
   // The hottest reads, repeated, are answered before Elysia; everything else goes through it. Both
-  // pass everyRequest.
+  // pass everyRequest, the request id's step first (a hot path's template known from Bun's router).
+  const access = deps.config.accessLog ? accessLog(deps.logger, deps.clock) : undefined
+  const tracked = requestTracking({
+    clock: deps.clock,
+    done: allOf([access?.done, deps.onRequestDone]),
+    routeOf: (request) => routeOf(request),
+    lastResort,
+  })
   const steps = deps.requestSteps ?? []
   const appFetch: Handler = (request) => app.fetch(request)
   const serveRoutes = app.config.serve!.routes as Record<string, Handler | { GET: Handler }>
-  for (const [path, { GET }] of Object.entries(hot.serveRoutes(appFetch))) serveRoutes[path] = { GET: everyRequest(steps, GET) }
-  serveRoutes['/*'] = everyRequest(steps, appFetch)
+  for (const [path, { GET }] of Object.entries(hot.serveRoutes(appFetch))) serveRoutes[path] = { GET: everyRequest([tracked(path), ...steps], GET) }
+  serveRoutes['/*'] = everyRequest([tracked(), ...steps], appFetch)
 
   // Which methods exist for a path, so a wrong method is a 405 with Allow, not a 404.
-  let routeTable: { pattern: RegExp; method: string }[] | undefined
-  function allowedMethods(path: string): string[] {
+  let routeTable: { pattern: RegExp; method: string; path: string }[] | undefined
+  const routesOf = (path: string) => {
     routeTable ??= app.routes.map((route) => ({
       method: route.method,
+      path: route.path,
       pattern: new RegExp(`^${route.path.replace(/:[^/]+/g, '[^/]+').replace(/\*$/, '.*')}/?$`),
     }))
-    return [...new Set(routeTable.filter((route) => route.pattern.test(path)).map((route) => route.method))]
+    return routeTable.filter((route) => route.pattern.test(path))
+  }
+  function allowedMethods(path: string): string[] {
+    return [...new Set(routesOf(path).map((route) => route.method))]
+  }
+  // The template of a request refused before Elysia routed it (413, 408, 415): the route it asked for, else `unmatched`.
+  function routeOf(request: Request): string {
+    const path = URL.parse(request.url)?.pathname
+    return (path !== undefined && routesOf(path).find((route) => route.method === request.method)?.path) || UNMATCHED_ROUTE
   }
   runtimes.set(app, {
     ready: async () => void (await snapshots.get()),
@@ -124,6 +154,7 @@ export function createApp(deps: AppDeps) {
     async close() {
       snapshots.close()
       await auth.close()
+      access?.close()
     },
   })
   return app

@@ -27,6 +27,7 @@ describe('loadConfig', () => {
       redisUrl: undefined,
       redisKeyPrefix: 'tcg:',
       cookieSecure: false,
+      trustedProxies: [],
       maxBodyBytes: 1_048_576,
       requestTimeoutSeconds: 10,
       databaseConnectTimeoutSeconds: 3,
@@ -43,10 +44,62 @@ describe('loadConfig', () => {
       leaderRetrySeconds: 5,
       conditionRecrawlPerMinute: 120,
       webhookSecretKey: undefined,
+      webhookSecretKeyFile: undefined,
       webhookAllowPrivateTargets: false,
       logLevel: 'info',
+      accessLog: true,
+      metricsPort: 9464,
+      metricsHost: '127.0.0.1',
       demoScale: 'small',
     })
+  })
+
+  test("METRICS_PORT picks the metrics listener's port, 0 turning it off; METRICS_HOST its interface", () => {
+    expect(loadConfig({ METRICS_PORT: '0' }).metricsPort).toBe(0)
+    expect(loadConfig({ METRICS_PORT: '9100', METRICS_HOST: '0.0.0.0' })).toMatchObject({ metricsPort: 9100, metricsHost: '0.0.0.0' })
+    expect(refusals({ METRICS_PORT: '70000' })).toEqual([expect.stringContaining('METRICS_PORT')])
+    expect(refusals({ METRICS_PORT: '9.5' })).toEqual([expect.stringContaining('METRICS_PORT')])
+  })
+
+  test('TRUSTED_PROXIES: addresses and CIDR ranges, read as ranges; a bad entry stops the start, saying which and why', () => {
+    expect(loadConfig({ TRUSTED_PROXIES: ' 10.0.0.7, 172.20.0.0/16,2001:db8::/32 ,::ffff:192.0.2.1' }).trustedProxies).toEqual([
+      '10.0.0.7/32',
+      '172.20.0.0/16',
+      '2001:db8::/32',
+      '192.0.2.1/32',
+    ])
+    expect(loadConfig({ TRUSTED_PROXIES: '' }).trustedProxies).toEqual([])
+    const [problem, ...others] = refusals({ TRUSTED_PROXIES: '10.0.0.7,balancer,10.0.0.1/8,0.0.0.0/0,172.20.0.0/33,127.1' })
+    expect(others).toEqual([])
+    expect(problem).toStartWith('TRUSTED_PROXIES: ')
+    expect(problem).not.toContain('"10.0.0.7"')
+    for (const wrong of [
+      '"balancer" is neither',
+      '"10.0.0.1/8" has bits set past its prefix: the range is 10.0.0.0/8',
+      '"0.0.0.0/0" would trust every address',
+      '"172.20.0.0/33" is neither',
+      '"127.1" is neither',
+    ]) {
+      expect(problem).toContain(wrong)
+    }
+    expect(problem).toContain('e.g. 10.0.0.7,172.20.0.0/16')
+  })
+
+  test('WEBHOOK_SECRET_KEY_FILE names a file holding the key, and excludes WEBHOOK_SECRET_KEY', () => {
+    expect(loadConfig({ WEBHOOK_SECRET_KEY_FILE: '/run/secrets/webhook_secret_key' })).toMatchObject({
+      webhookSecretKeyFile: '/run/secrets/webhook_secret_key',
+      webhookSecretKey: undefined,
+    })
+    const key = 'q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80='
+    const problems = refusals({ WEBHOOK_SECRET_KEY: key, WEBHOOK_SECRET_KEY_FILE: '/run/secrets/webhook_secret_key' })
+    expect(problems).toEqual([expect.stringContaining('WEBHOOK_SECRET_KEY_FILE: set together with WEBHOOK_SECRET_KEY; keep one of them')])
+    expect(problems.join()).not.toContain(key)
+  })
+
+  test('ACCESS_LOG=false turns the access log off', () => {
+    expect(loadConfig({ ACCESS_LOG: 'false' }).accessLog).toBe(false)
+    expect(loadConfig({ ACCESS_LOG: 'true' }).accessLog).toBe(true)
+    expect(refusals({ ACCESS_LOG: 'sometimes' })).toEqual([expect.stringContaining('ACCESS_LOG')])
   })
 
   test('listens on loopback only unless HOST says otherwise, so the demo account is not on the network', () => {
@@ -54,11 +107,6 @@ describe('loadConfig', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://u@db/tcg' }).host).toBe('127.0.0.1')
     expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0')
     expect(loadConfig({ HOST: '::' }).host).toBe('::')
-  })
-
-  test('the container image listens on every interface: it sets HOST itself', async () => {
-    const dockerfile = await Bun.file(new URL('../Dockerfile', import.meta.url)).text()
-    expect(dockerfile).toMatch(/^ENV .*\bHOST=0\.0\.0\.0\b/m)
   })
 
   test('reads every variable', () => {

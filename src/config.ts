@@ -4,6 +4,8 @@ import packageJson from '../package.json' with { type: 'json' }
 import { SOURCE_NAMES, type SourceName } from './modules/ingest/source'
 import { DEMO_SCALES } from './modules/ingest/sources/demo-scales'
 import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv-url'
+import { SECRET_KEY_BASE64 } from './modules/webhooks/secret-box'
+import { parseTrustedProxies } from './shared/client-address'
 import { ConfigError } from './shared/errors'
 import { describeExpectation } from './shared/expectation'
 import type { LogLevel } from './shared/logger'
@@ -36,6 +38,8 @@ const Env = Type.Object({
     expected: 'must be 1 to 64 characters, each a letter, digit, colon, underscore, dot or hyphen',
   }),
   COOKIE_SECURE: Type.Boolean({ default: false }),
+  // Checked entry by entry below (parseTrustedProxies), which says what is wrong with each.
+  TRUSTED_PROXIES: Type.String({ default: '' }),
   MAX_BODY_BYTES: Type.Integer({ minimum: 1024, maximum: 67_108_864, default: 1_048_576 }),
   REQUEST_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 255, default: 10 }),
   DATABASE_CONNECT_TIMEOUT_SECONDS: Type.Integer({ minimum: 1, maximum: 60, default: 3 }),
@@ -63,16 +67,22 @@ const Env = Type.Object({
   WEBHOOK_SECRET_KEY: Type.Optional(
     Type.String({
       // 32 bytes in base64 are 44 characters ending in one '='.
-      pattern: '^[A-Za-z0-9+/]{43}=$',
+      pattern: SECRET_KEY_BASE64.source,
       secret: true,
       expected: 'must be 32 random bytes in base64 (44 characters), as `openssl rand -base64 32` prints',
     }),
   ),
+  // Read at start by loadSecretBox: a Docker or compose secret (/run/secrets/...) rather than a variable.
+  WEBHOOK_SECRET_KEY_FILE: Type.Optional(Type.String({ minLength: 1 })),
   WEBHOOK_ALLOW_PRIVATE_TARGETS: Type.Boolean({ default: false }),
   LOG_LEVEL: Type.Union(
     ['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
   ),
+  ACCESS_LOG: Type.Boolean({ default: true }),
+  METRICS_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 9464 }),
+  // Loopback unless told otherwise, like HOST: the metrics are for the operator's scraper, not the public.
+  METRICS_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   DEMO_SCALE: Type.Union(
     DEMO_SCALES.map((scale) => Type.Literal(scale)),
     { default: 'small' },
@@ -91,6 +101,11 @@ export interface Config {
   redisKeyPrefix: string
   /** Adds `Secure` to the session cookie: set it whenever the service is reached over HTTPS. */
   cookieSecure: boolean
+  /**
+   * The proxies (CIDR ranges) whose X-Forwarded-For is believed for the client's address: the load
+   * balancer's addresses. Empty: none, the socket's peer is the client (src/shared/client-address.ts).
+   */
+  trustedProxies: readonly string[]
   /** Larger request bodies are refused with 413 before they are read. */
   maxBodyBytes: number
   /** A connection idle this long (a stalled body, a silent client) is closed. */
@@ -131,9 +146,16 @@ export interface Config {
    * embedded default keeps a generated one in DATA_DIR; with DATABASE_URL, webhooks cannot be created.
    */
   webhookSecretKey: string | undefined
+  /** A file holding that key instead (exclusive with `webhookSecretKey`), read by loadSecretBox. */
+  webhookSecretKeyFile: string | undefined
   /** Lets webhooks target private, loopback and link-local addresses (local development and tests). */
   webhookAllowPrivateTargets: boolean
   logLevel: LogLevel
+  /** One info line per request (docs/adr/0121-request-ids-and-the-access-log.md). */
+  accessLog: boolean
+  /** The Prometheus metrics' own listener (docs/adr/0122-prometheus-metrics-on-their-own-listener.md); port 0 turns it off. */
+  metricsPort: number
+  metricsHost: string
   demoScale: Static<typeof Env>['DEMO_SCALE']
 }
 
@@ -162,6 +184,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     problems.set(name, `${name || '(root)'}=${shown}: ${expected}`)
   }
   const parsed = converted as Static<typeof Env>
+  const proxies = parseTrustedProxies(parsed.TRUSTED_PROXIES)
+  if (proxies.invalid.length > 0) {
+    problems.set('TRUSTED_PROXIES', `TRUSTED_PROXIES: ${proxies.invalid.join('; ')}; it takes IP addresses and CIDR ranges separated by commas, e.g. 10.0.0.7,172.20.0.0/16`)
+  }
+  if (parsed.WEBHOOK_SECRET_KEY !== undefined && parsed.WEBHOOK_SECRET_KEY_FILE !== undefined) {
+    problems.set('WEBHOOK_SECRET_KEY_FILE', 'WEBHOOK_SECRET_KEY_FILE: set together with WEBHOOK_SECRET_KEY; keep one of them (the file for Docker and compose secrets)')
+  }
   if (!problems.has('MARKETPLACE_SOURCE')) {
     for (const [name, problem] of sourceProblems(parsed)) if (!problems.has(name)) problems.set(name, problem)
   }
@@ -177,6 +206,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisUrl: parsed.REDIS_URL,
     redisKeyPrefix: parsed.REDIS_KEY_PREFIX,
     cookieSecure: parsed.COOKIE_SECURE,
+    trustedProxies: Object.freeze(proxies.ranges),
     maxBodyBytes: parsed.MAX_BODY_BYTES,
     requestTimeoutSeconds: parsed.REQUEST_TIMEOUT_SECONDS,
     databaseConnectTimeoutSeconds: parsed.DATABASE_CONNECT_TIMEOUT_SECONDS,
@@ -193,8 +223,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     leaderRetrySeconds: parsed.LEADER_RETRY_SECONDS,
     conditionRecrawlPerMinute: parsed.CONDITION_RECRAWL_PER_MINUTE,
     webhookSecretKey: parsed.WEBHOOK_SECRET_KEY,
+    webhookSecretKeyFile: parsed.WEBHOOK_SECRET_KEY_FILE,
     webhookAllowPrivateTargets: parsed.WEBHOOK_ALLOW_PRIVATE_TARGETS,
     logLevel: parsed.LOG_LEVEL as LogLevel,
+    accessLog: parsed.ACCESS_LOG,
+    metricsPort: parsed.METRICS_PORT,
+    metricsHost: parsed.METRICS_HOST,
     demoScale: parsed.DEMO_SCALE,
   })
 }

@@ -4,10 +4,12 @@ import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import type { MarketplaceSource } from './modules/ingest/source'
 import { createDemoSource } from './modules/ingest/sources/demo'
 import { createHttpSource } from './modules/ingest/sources/http'
+import { measuredSource } from './modules/ingest/sources/measured'
 import { createTcgcsvSource } from './modules/ingest/sources/tcgcsv'
 import { TCGCSV_URL } from './modules/ingest/sources/tcgcsv-url'
 import { type Clock, systemClock } from './shared/clock'
 import { createLogger, type Logger } from './shared/logger'
+import { createMetrics, type Metrics } from './shared/metrics'
 
 /** Everything the app and the jobs use, built once from the config and passed down. */
 export interface Deps {
@@ -19,6 +21,8 @@ export interface Deps {
   source: MarketplaceSource
   clock: Clock
   logger: Logger
+  /** The node's metrics (docs/adr/0122-prometheus-metrics-on-their-own-listener.md); the source is counted in them. */
+  metrics: Metrics
   close(): Promise<void>
 }
 
@@ -46,8 +50,13 @@ export interface DepsOptions {
   statementTimeout?: boolean
 }
 
-export async function createDeps(config: Readonly<Config>, overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger'>> = {}, options: DepsOptions = {}): Promise<Deps> {
+export async function createDeps(
+  config: Readonly<Config>,
+  overrides: Partial<Pick<Deps, 'clock' | 'source' | 'logger' | 'metrics'>> = {},
+  options: DepsOptions = {},
+): Promise<Deps> {
   const logger = overrides.logger ?? createLogger(config.logLevel)
+  const metrics = overrides.metrics ?? createMetrics()
   const clock = overrides.clock ?? systemClock
   const database = await openDatabase({
     ...config,
@@ -69,9 +78,10 @@ export async function createDeps(config: Readonly<Config>, overrides: Partial<Pi
     db: database.db,
     database,
     redis,
-    source: overrides.source ?? marketplaceSource(config, { db: database.db, clock, logger }),
+    source: measuredSource(overrides.source ?? marketplaceSource(config, { db: database.db, clock, logger }), metrics),
     clock,
     logger,
+    metrics,
     async close() {
       redis?.disconnect()
       await database.close()

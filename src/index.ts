@@ -1,5 +1,5 @@
 import { appReady, createApp, refreshAppSnapshot, stopApp } from './app'
-import { loadConfig } from './config'
+import { type Config, loadConfig } from './config'
 import { createDeps } from './deps'
 import { createScheduler } from './jobs/scheduler'
 import { createDemoAccountIfNone, DEMO_TIER, demoBanner, keyHint } from './modules/auth/demo-account'
@@ -9,10 +9,26 @@ import { createDeliveryWorker } from './modules/webhooks/delivery'
 import { loadSecretBox } from './modules/webhooks/secret-box'
 import type { WebhookSettings } from './modules/webhooks/settings'
 import { ConfigError } from './shared/errors'
+import { createLogger, type Logger } from './shared/logger'
+import { createMetrics } from './shared/metrics'
+import { serveMetrics } from './shared/metrics-listener'
+import { type StopSignals, stopSignals } from './stop-signals'
 
 async function main() {
   const config = loadConfig()
-  const deps = await createDeps(config)
+  const logger = createLogger(config.logLevel)
+  // Before anything is opened: bun as PID 1 ignores a signal nobody handles, and a start may take minutes.
+  const signals = stopSignals(logger)
+  await start(config, logger, signals).catch((error) => {
+    // A signal's stop closes what the start was using: what fails after it is that stop, not an error.
+    if (!signals.stopping) throw error
+  })
+}
+
+async function start(config: Readonly<Config>, logger: Logger, signals: StopSignals) {
+  // A server's metrics include the process's own (CPU, memory, event loop lag); the CLI's do not.
+  const deps = await createDeps(config, { logger, metrics: createMetrics({ process: true }) })
+  signals.opened(() => deps.close())
   const created = deps.database.created
   if (created) {
     const peakRssMb = Math.round(created.peakRssBytes / 2 ** 20)
@@ -24,7 +40,7 @@ async function main() {
     throw new ConfigError(`cannot start: ${error.message}`)
   })
   const webhooks: WebhookSettings = { secrets, targets: { allowPrivateTargets: config.webhookAllowPrivateTargets } }
-  await deps.database.migrate()
+  await deps.database.migrate({ onWait: () => deps.logger.info('another process is applying the migrations: waiting for it to finish') })
   // A catalog of another source is refused (a ConfigError: printed without a stack), the database closed first.
   const catalog = await prepareCatalog(deps, { demoData: config.demoData }).catch(async (error: Error) => {
     await deps.close()
@@ -41,8 +57,10 @@ async function main() {
   })
   // Delivers only while this node leads, like the scheduled jobs.
   const worker = createDeliveryWorker(deps, { settings: webhooks, isLeader: scheduler.isLeader })
-  const app = createApp({ ...deps, isLeader: scheduler.isLeader, webhooks })
+  const app = createApp({ ...deps, isLeader: scheduler.isLeader, webhooks, onRequestDone: deps.metrics.requestDone })
+  signals.opened(() => stopApp(app))
   await appReady(app) // the first price snapshot, so the node is ready when it starts listening
+  if (signals.stopping) return // its stop is closing what was opened, and exits
   app.listen({ port: config.port, hostname: config.host })
   const url = `http://${config.host === '0.0.0.0' ? 'localhost' : config.host}:${app.server?.port}`
   // Embedded mode only: the CLI cannot reach a locked data directory while this runs. Done after
@@ -60,25 +78,32 @@ async function main() {
       deps.logger.info(keyHint(url, demo.demoAccount))
     }
   }
+  // Its own port, never the API's: the public reaches it only if an operator opens it. A node
+  // serves the API without it rather than not at all; the error and the scraper's failed target say so.
+  let metricsListener: ReturnType<typeof serveMetrics> | undefined
+  if (config.metricsPort !== 0) {
+    try {
+      metricsListener = serveMetrics(deps.metrics, { hostname: config.metricsHost, port: config.metricsPort, logger: deps.logger })
+      deps.logger.info({ url: `http://${config.metricsHost}:${metricsListener.port}/metrics` }, 'metrics listening')
+    } catch (error) {
+      deps.logger.error({ err: error }, `metrics listener not started on ${config.metricsHost}:${config.metricsPort}: the node serves without metrics`)
+    }
+  }
   deps.logger.info({ url }, 'listening; API docs at /docs')
   // A scheduled sync would fill the catalog the start chose to leave empty.
   if (catalog !== 'left-empty') scheduler.start()
   worker.start()
 
-  let stopping = false
-  const shutdown = async (signal: string) => {
-    if (stopping) return
-    stopping = true
+  signals.serving(async (signal) => {
     deps.logger.info({ signal }, 'shutting down')
     await scheduler.stop()
     // Its attempts in flight finish (each within its timeout); one cut short is retried by the next leader.
     await worker.stop()
     await stopApp(app)
+    await metricsListener?.stop()
     await deps.close()
     process.exit(0)
-  }
-  process.on('SIGINT', () => void shutdown('SIGINT'))
-  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+  })
 }
 
 main().catch((error) => {

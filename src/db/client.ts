@@ -20,8 +20,11 @@ export interface DatabaseHandle {
   created?: ClusterCreation
   /** PGlite only: a copy of the whole data directory. */
   dumpDataDir?: () => Promise<Blob>
-  /** Applies every pending migration in `drizzle/`. */
-  migrate(): Promise<void>
+  /**
+   * Applies every pending migration in `drizzle/`. On PostgreSQL one process at a time (MIGRATION_LOCK);
+   * `onWait` is called when another holds it, before waiting for it.
+   */
+  migrate(options?: { onWait?: () => void }): Promise<void>
   close(): Promise<void>
 }
 
@@ -32,6 +35,14 @@ export async function selectRows<T>(db: Executor, query: SQL): Promise<T[]> {
 }
 
 const MIGRATIONS_FOLDER = resolve(import.meta.dir, '../../drizzle')
+
+/**
+ * The session-level advisory lock migrations run under, `(7304, 1)`, apart from the game (7301),
+ * leader (7302) and run (7303) locks: drizzle's migrator takes none, so two nodes starting at once
+ * on a new schema would both create its tables and one would fail.
+ */
+export const MIGRATION_LOCK = { classId: 7304, objectId: 1 } as const
+const MIGRATION_LOCK_RETRY_MS = 500
 
 export interface PostgresOptions {
   max?: number
@@ -68,10 +79,21 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     driver: 'postgres',
     // On a connection of its own without the statement timeout: a migration building an index on
     // a large table may take minutes, and drizzle's migrator leaves no way to SET LOCAL in its transaction.
-    async migrate() {
-      const migrator = postgres(url, { ...connect, max: 1 })
+    // One connection kept for the whole run (no idle or lifetime recycling), or the lock would go with it.
+    async migrate(options = {}) {
+      const migrator = postgres(url, { ...connect, max: 1, idle_timeout: 0, max_lifetime: null })
       try {
+        // Tried every half second rather than waited on: a backend blocked in a lock wait outlives a
+        // process stopped meanwhile (it reads no socket), and would take the lock for nobody.
+        for (let tries = 0; ; tries++) {
+          const [lock] = await migrator`select pg_try_advisory_lock(${MIGRATION_LOCK.classId}, ${MIGRATION_LOCK.objectId}) as taken`
+          if (lock?.taken) break
+          if (tries === 0) options.onWait?.()
+          await systemClock.sleep(MIGRATION_LOCK_RETRY_MS)
+        }
+        // The second process finds the first one's migrations recorded and applies none.
         await migrate(drizzle(migrator, { schema }), { migrationsFolder: MIGRATIONS_FOLDER })
+        await migrator`select pg_advisory_unlock(${MIGRATION_LOCK.classId}, ${MIGRATION_LOCK.objectId})`
       } finally {
         await migrator.end({ timeout: 5 })
       }
@@ -177,15 +199,25 @@ async function initializeCluster(pgDir: string): Promise<ClusterCreation> {
   const building = `${pgDir}.init`
   rmSync(building, { recursive: true, force: true })
   const child = Bun.spawn([process.execPath, INIT_SCRIPT, building], { stdin: 'ignore', stdout: 'ignore', stderr: 'pipe' })
-  const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()])
+  // A start stopped meanwhile (a signal, docs/adr/0126-running-behind-a-load-balancer-and-an-orchestrator.md) takes the child with it.
+  const killChild = () => child.kill('SIGKILL')
+  process.on('exit', killChild)
+  const [code, stderr] = await Promise.all([child.exited, new Response(child.stderr).text()]).finally(() => process.off('exit', killChild))
   if (code !== 0 || !existsSync(join(building, 'PG_VERSION'))) {
     rmSync(building, { recursive: true, force: true })
-    throw new Error(`could not create the embedded database in ${pgDir} (initdb exited with ${code}): ${stderr.trim().slice(-2000)}`)
+    const how = child.signalCode ? `was killed by ${child.signalCode}` : code !== 0 ? `exited with code ${code}` : 'exited without creating it'
+    throw new Error(`could not create the embedded database in ${pgDir}: the process creating it (src/db/pglite-init.ts) ${how}${childError(stderr)}`)
   }
   // Without PG_VERSION, what is there is an interrupted earlier attempt, not a database.
   rmSync(pgDir, { recursive: true, force: true })
   renameSync(building, pgDir)
   return { peakRssBytes: child.resourceUsage()?.maxRSS ?? 0, ms: systemClock.monotonic() - started }
+}
+
+/** A failed child's stderr without Bun's excerpts of the source (a line of minified PGlite is kilobytes long). */
+function childError(stderr: string): string {
+  const lines = stderr.split('\n').filter((line) => line.trim() !== '' && !/^\s*\d+ \| /.test(line))
+  return lines.length === 0 ? '' : `: ${lines.join('\n').slice(-2000)}`
 }
 
 export class DataDirLockedError extends Error {

@@ -12,7 +12,7 @@ import { pruneRuns, recordAbandonedRuns, type StartedRun, startJobRun } from './
 import { JOBS, type JobDefinition, type JobName, latestRunAtOrBefore, SCHEDULE_TIME_ZONE } from './schedule'
 import { runSyncJob } from './sync-job'
 
-export type SchedulerDeps = Pick<Deps, 'config' | 'db' | 'database' | 'redis' | 'source' | 'clock' | 'logger'>
+export type SchedulerDeps = Pick<Deps, 'config' | 'db' | 'database' | 'redis' | 'source' | 'clock' | 'logger'> & Partial<Pick<Deps, 'metrics'>>
 
 /** The condition catalog re-crawl: refreshes up to `limit` cards, oldest first. */
 export type RecrawlConditions = (deps: SchedulerDeps, options: { limit: number }) => Promise<{ refreshed: number; failed: number }>

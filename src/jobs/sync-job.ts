@@ -4,7 +4,7 @@ import { publishSnapshotChanged } from '../modules/snapshot/store'
 import type { AlertHook } from '../modules/webhooks/alerts'
 import { recordAbandonedRuns, type StartedRun, startJobRun } from './runs'
 
-export interface SyncJobDeps extends SyncDeps, Pick<Deps, 'redis'> {
+export interface SyncJobDeps extends SyncDeps, Pick<Deps, 'redis'>, Partial<Pick<Deps, 'metrics'>> {
   alertHook: AlertHook
   /** Rebuilds this process's own price snapshot (a server's; the CLI has none). */
   refreshSnapshot?: () => Promise<unknown>
@@ -38,12 +38,15 @@ export interface SyncJobResult {
  */
 export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Promise<SyncJobResult> {
   const { db, clock, logger } = deps
+  const started = clock.monotonic()
+  const counted = (outcome: 'succeeded' | 'failed' | 'error') => deps.metrics?.syncRun(request.job, outcome, (clock.monotonic() - started) / 1000, clock.now())
   const run = await startJobRun(db, { job: request.job, scheduledFor: request.scheduledFor, games: request.gameSlugs ?? [], now: clock.now() }, deps.activeRuns)
   await recordAbandonedRuns(deps)
   let summary: SyncSummary
   try {
     summary = await (request.sync ?? syncGames)(deps, { gameSlugs: request.gameSlugs })
   } catch (error) {
+    counted('error')
     await run.finish({ outcome: 'failed', error: error instanceof Error ? error.message : String(error), now: clock.now() })
     throw error
   }
@@ -51,6 +54,7 @@ export async function runSyncJob(deps: SyncJobDeps, request: SyncJobRequest): Pr
   // A game synced in part counts as failed here: the run did not bring every price up to date.
   const failed = summary.games.filter((game) => game.status !== 'succeeded')
   const rowsSkipped = summary.games.reduce((sum, game) => sum + (game.stats?.rows_skipped ?? 0), 0)
+  counted(failed.length > 0 ? 'failed' : 'succeeded')
   await run.finish({
     outcome: failed.length > 0 ? 'failed' : 'succeeded',
     games: summary.games.map((game) => game.slug),

@@ -32,7 +32,7 @@ export interface ErrorDetail {
 }
 
 export interface ErrorBody {
-  error: { message: string; code: ErrorCode; details?: ErrorDetail[] }
+  error: { message: string; code: ErrorCode; details?: ErrorDetail[]; request_id?: string }
 }
 
 /** A failure the client should see as is. Services throw it; the HTTP layer renders it. */
@@ -51,8 +51,11 @@ export class AppError extends Error {
     this.status = ERROR_STATUS[code]
   }
 
-  toBody(): ErrorBody {
-    return { error: { message: this.message, code: this.code, ...(this.details ? { details: this.details } : {}) } }
+  /** The envelope; every answer's carries the id of the request it answers (docs/adr/0121-request-ids-and-the-access-log.md). */
+  toBody(requestId?: string): ErrorBody {
+    return {
+      error: { message: this.message, code: this.code, ...(this.details ? { details: this.details } : {}), ...(requestId === undefined ? {} : { request_id: requestId }) },
+    }
   }
 }
 

@@ -34,7 +34,10 @@ const app = new Elysia()
 const base = `http://127.0.0.1:${app.server!.port}`
 const call = async (path: string, init?: RequestInit) => {
   const response = await fetch(base + path, init)
-  return { status: response.status, body: (await response.json()) as any, headers: response.headers }
+  const body = (await response.json()) as any
+  // Every envelope names its request, as the answer's X-Request-Id does.
+  if (body?.error) expect(body.error.request_id).toBe(response.headers.get('x-request-id')!)
+  return { status: response.status, body, headers: response.headers }
 }
 
 describe('the error envelope', () => {
@@ -45,6 +48,7 @@ describe('the error envelope', () => {
       code: 'INVALID_PARAMETER',
       message: "Invalid query: 'limit' must be an integer from 1 to 50",
       details: [{ field: 'limit', message: 'must be an integer from 1 to 50' }],
+      request_id: expect.any(String),
     })
   })
 
@@ -60,6 +64,7 @@ describe('the error envelope', () => {
           code: 'INVALID_PARAMETER',
           message: "Invalid path: 'thingId' must be an integer from 1 to 9",
           details: [{ field: 'thingId', message: 'must be an integer from 1 to 9' }],
+          request_id: expect.any(String),
         },
       })
     }
@@ -109,7 +114,7 @@ describe('the error envelope', () => {
   test('an unexpected error is a generic 500 and is logged, with no internals in the body', async () => {
     const { status, body } = await call('/crash')
     expect(status).toBe(500)
-    expect(body).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'Internal server error' } })
+    expect(body).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'Internal server error', request_id: expect.any(String) } })
     const [fields] = logged.at(-1) as [{ err: Error }]
     expect(fields.err.message).toContain('secret internals')
   })

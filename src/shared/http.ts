@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import { AppError, type ErrorDetail, EXPECTATION } from './errors'
 import { describeExpectation } from './expectation'
 import { PARAM_IN } from './model'
+import { currentRequestId, REQUEST_ID_HEADER, requestIdFor } from './request-id'
 import { RefusedBody } from './request-rules'
 import { databaseUnavailable, isDatabaseUnavailable } from './unavailable'
 
@@ -92,21 +93,26 @@ export function errorHandler(
     await hooks.beforeAnswer?.(request, appError, set.headers)
     set.status = appError.status
     if (appError.headers) Object.assign(set.headers, appError.headers)
-    return { ...appError.toBody(), ...hooks.extraBody?.(request) }
+    // A request Bun's router could not match (`OPTIONS *`) reaches Elysia without the request step: it gets its id here.
+    const requestId = currentRequestId() ?? requestIdFor(request.headers.get(REQUEST_ID_HEADER))
+    set.headers[REQUEST_ID_HEADER] = requestId
+    return { ...appError.toBody(requestId), ...hooks.extraBody?.(request) }
   })
 }
 
 /**
- * Bun's `error` option: answers what escapes Elysia's handler (an error thrown by the handler
- * itself) with the envelope, where Bun would otherwise send its development page (stack, source,
- * paths) whenever NODE_ENV is not `production`.
+ * What answers an error that escapes Elysia's handler (an error thrown by the handler itself): the
+ * request step's last resort, and Bun's `error` option behind it, where Bun would otherwise send its
+ * development page (stack, source, paths) whenever NODE_ENV is not `production`. Outside a request
+ * (Bun's option) the answer gets an id of its own.
  */
 export function lastResortErrorResponse(logger: Logger) {
-  return (error: Error) => {
+  return (error: unknown) => {
     logger.error({ err: error }, 'error escaped the error handler')
-    return new Response(JSON.stringify(new AppError('INTERNAL_ERROR', 'Internal server error').toBody()), {
+    const requestId = currentRequestId() ?? requestIdFor(null)
+    return new Response(JSON.stringify(new AppError('INTERNAL_ERROR', 'Internal server error').toBody(requestId)), {
       status: 500,
-      headers: { 'content-type': JSON_CONTENT_TYPE },
+      headers: { 'content-type': JSON_CONTENT_TYPE, [REQUEST_ID_HEADER]: requestId },
     })
   }
 }

@@ -1,5 +1,6 @@
 import pino, { type Logger } from 'pino'
 import { API_KEY_PREFIX } from './api-key-prefix'
+import { currentRequestId } from './request-id'
 
 export type { Logger }
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent'
@@ -46,9 +47,62 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
       censor: '[redacted]',
     },
     serializers: { err: serializeError },
-    hooks: { streamWrite: redactKeys },
+    hooks: { streamWrite: redactKeys, logMethod: withRequestId },
   }
-  return destination ? pino(options, destination) : pino(options)
+  if (destination) return pino(options, destination)
+  const logger = pino(options)
+  toStdout.add(logger)
+  return logger
+}
+
+/** Loggers createLogger made for stdout (the service's own), whose frequent lines may be buffered. */
+const toStdout = new WeakSet<Logger>()
+
+/** How many characters of frequent lines wait before they are written: one write(2) for about 40 access lines. */
+const FREQUENT_LINES_BUFFER_CHARS = 8_192
+
+/**
+ * Where lines built by hand (the access line, docs/adr/0121-request-ids-and-the-access-log.md) are
+ * written: each line scrubbed of key-shaped values like every other, into the logger's own
+ * destination, so they never interleave with its other lines. A stdout logger's get there in
+ * chunks of 8 KiB and at each `flush`, kept in an array (sonic-boom's own minLength buffer
+ * measures the whole buffer again at every line); a logger with a destination of its own (tests)
+ * gets each line at once.
+ */
+export function frequentLines(logger: Logger): { write(line: string): void; flush(): void } {
+  const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!
+  if (!toStdout.has(logger)) return { write: (line) => destination.write(redactKeys(line)), flush() {} }
+  let waiting: string[] = []
+  let waitingChars = 0
+  const flush = () => {
+    if (waiting.length === 0) return
+    const chunk = waiting.join('')
+    waiting = []
+    waitingChars = 0
+    destination.write(chunk)
+  }
+  return {
+    write(line) {
+      waiting.push(redactKeys(line))
+      waitingChars += line.length
+      if (waitingChars >= FREQUENT_LINES_BUFFER_CHARS) flush()
+    },
+    flush,
+  }
+}
+
+/**
+ * pino's logMethod hook: a line written while a request is handled carries its `request_id`
+ * (docs/adr/0121-request-ids-and-the-access-log.md). A hook rather than a mixin, which pino calls and
+ * merges into every line, request or not.
+ */
+function withRequestId(this: Logger, args: Parameters<pino.LogFn>, method: pino.LogFn) {
+  const requestId = currentRequestId()
+  if (requestId === undefined) return method.apply(this, args)
+  const [first, ...rest] = args as unknown[]
+  if (first instanceof Error) return method.apply(this, [{ err: first, request_id: requestId }, ...rest] as Parameters<pino.LogFn>)
+  if (typeof first === 'object' && first !== null) return method.apply(this, [{ ...first, request_id: requestId }, ...rest] as Parameters<pino.LogFn>)
+  return method.apply(this, [{ request_id: requestId }, ...args] as Parameters<pino.LogFn>)
 }
 
 /**

@@ -150,6 +150,7 @@ export const ErrorBody = Type.Object(
           { description: 'Present with 400 `INVALID_PARAMETER`: one entry per invalid field' },
         ),
       ),
+      request_id: Type.String({ description: 'The id of the request this answers, as in its `X-Request-Id` header: quote it when reporting a problem' }),
     }),
     rate_limit: Type.Optional(RateLimit),
   },

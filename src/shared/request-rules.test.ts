@@ -65,6 +65,7 @@ describe(`a body must arrive whole within ${REQUEST_TIMEOUT_SECONDS} s`, () => {
           code: 'REQUEST_TIMEOUT',
           message: `The request body took longer than the limit of ${REQUEST_TIMEOUT_SECONDS} s to arrive`,
           details: [{ field: 'body', message: `must arrive within ${REQUEST_TIMEOUT_SECONDS} s` }],
+          request_id: response.headers.get('x-request-id'),
         },
       },
       'close',

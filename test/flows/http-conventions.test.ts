@@ -6,7 +6,7 @@ import { freshDatabase, selectRows, testLogger } from '../helpers/db'
 import { startServer } from '../helpers/server'
 
 // Conventions every route keeps, checked across the whole app over real HTTP on the seeded
-// catalog: how a bad path parameter is reported, and the one JSON media type.
+// catalog: how a bad path parameter is reported, the one JSON media type, and the request id every answer names.
 const database = await freshDatabase('seeded')
 let app: App | undefined
 const server = startServer({ db: database.db, redis: undefined, logger: testLogger }, (built) => (app = built))
@@ -60,7 +60,12 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
         expect({ path, status: response.status, error: ((await response.json()) as any).error }).toEqual({
           path,
           status: 400,
-          error: { code: 'INVALID_PARAMETER', message: `Invalid path: '${name}' ${expected}`, details: [{ field: name, message: expected }] },
+          error: {
+            code: 'INVALID_PARAMETER',
+            message: `Invalid path: '${name}' ${expected}`,
+            details: [{ field: name, message: expected }],
+            request_id: response.headers.get('x-request-id'),
+          },
         })
       }
     })
@@ -91,11 +96,18 @@ describe('a bad path parameter is a 400 naming the parameter', () => {
       expect({ template, status: response.status, error: ((await response.json()) as any).error }).toEqual({
         template,
         status: 400,
-        error: { code: 'INVALID_PARAMETER', message: `Invalid path: '${name}' ${expected}`, details: [{ field: name, message: expected }] },
+        error: {
+          code: 'INVALID_PARAMETER',
+          message: `Invalid path: '${name}' ${expected}`,
+          details: [{ field: name, message: expected }],
+          request_id: response.headers.get('x-request-id'),
+        },
       })
     }
   })
 })
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
 describe('every JSON answer says application/json;charset=utf-8', () => {
   // Elysia's own for the objects handlers return; the responses built by hand must match it.
@@ -146,17 +158,23 @@ describe('every JSON answer says application/json;charset=utf-8', () => {
 
   test.each(CALLS)('%s', async (_what, path, init, status) => {
     const response = await server.get(path, init)
-    await response.arrayBuffer()
+    const text = await response.text()
     expect({ status: response.status, type: response.headers.get('content-type') }).toEqual({ status, type: JSON_TYPE })
+    // Every answer names its request (a generated UUID here), its error envelope too.
+    const requestId = response.headers.get('x-request-id')
+    expect(requestId).toMatch(UUID)
+    if (status >= 400) expect(JSON.parse(text).error.request_id).toBe(requestId!)
   })
 
   test('over the daily quota (429)', async () => {
     const free = await accountWithKey(database.db, 'free')
     let response: Response | undefined
+    let text = ''
     for (let i = 0; i < 101 && response?.status !== 429; i++) {
       response = await server.get(`/v1/cards/${card!.id}`, { headers: { 'x-api-key': free.key } })
-      await response.arrayBuffer()
+      text = await response.text()
     }
     expect({ status: response!.status, type: response!.headers.get('content-type') }).toEqual({ status: 429, type: JSON_TYPE })
+    expect(JSON.parse(text).error.request_id).toBe(response!.headers.get('x-request-id')!)
   }, 30_000) // a hundred requests
 })

@@ -148,7 +148,7 @@ describe('a NUL character is a 400 naming the parameter, never a query to Postgr
     const message = 'must not contain NUL characters'
     expect({ status, error: body.error }).toEqual({
       status: 400,
-      error: { code: 'INVALID_PARAMETER', message: `Invalid ${where}: '${name}' ${message}`, details: [{ field: name, message }] },
+      error: { code: 'INVALID_PARAMETER', message: `Invalid ${where}: '${name}' ${message}`, details: [{ field: name, message }], request_id: expect.any(String) },
     })
   })
 
@@ -210,7 +210,12 @@ describe('request targets and methods', () => {
     expect(parseAnswer(text)).toEqual({
       status: 400,
       body: {
-        error: { code: 'INVALID_PARAMETER', message: `The request target must be a path, not 127.0.0.1:${port}`, details: [{ field: 'target', message: 'must be a path' }] },
+        error: {
+          code: 'INVALID_PARAMETER',
+          message: `The request target must be a path, not 127.0.0.1:${port}`,
+          details: [{ field: 'target', message: 'must be a path' }],
+          request_id: expect.any(String),
+        },
       },
     })
   }, 20_000)
@@ -245,6 +250,7 @@ describe('body size', () => {
     code: 'PAYLOAD_TOO_LARGE',
     message: `The request body is larger than the limit of ${MAX_BODY_BYTES} bytes`,
     details: [{ field: 'body', message: `must be at most ${MAX_BODY_BYTES} bytes` }],
+    request_id: expect.any(String),
   }
 
   test('a declared length over the limit is a 413 at once, before the key, and the connection is closed', async () => {
@@ -432,6 +438,7 @@ describe('REQUEST_TIMEOUT_SECONDS: the time a body may take, and a connection ma
     code: 'REQUEST_TIMEOUT',
     message: 'The request body took longer than the limit of 1 s to arrive',
     details: [{ field: 'body', message: 'must arrive within 1 s' }],
+    request_id: expect.any(String),
   }
 
   /**
@@ -538,7 +545,7 @@ describe('a failure that escapes the error handler', () => {
     const response = await app.get('/escape')
     const text = await response.text()
     expect(response.status).toBe(500)
-    expect(JSON.parse(text)).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'Internal server error' } })
+    expect(JSON.parse(text)).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'Internal server error', request_id: expect.any(String) } })
     expectEnvelopeOnly(response.status, text)
   })
 

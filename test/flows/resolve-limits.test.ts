@@ -36,7 +36,7 @@ describe('a resolve over the tier’s item limit', () => {
             path,
             count,
             status: 400,
-            error: { code: 'INVALID_PARAMETER', message: `Invalid body: '${field}' ${message} (got ${count})`, details: [{ field, message }] },
+            error: { code: 'INVALID_PARAMETER', message: `Invalid body: '${field}' ${message} (got ${count})`, details: [{ field, message }], request_id: expect.any(String) },
           })
           expect(answer.body.rate_limit.daily_remaining).toBe(dailyQuota - used)
           expect(answer.remaining).toBe(String(dailyQuota - used))

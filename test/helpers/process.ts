@@ -11,15 +11,22 @@ export interface Listening {
   /** Every other stdout line up to then (what the process prints for people, not as a log). */
   text: string[]
   child: ReturnType<typeof Bun.spawn>
+  /** Its stdout after the "listening" line, once it ends: with `keepRest` only, '' otherwise (kept, an access log's lines would pile up). */
+  rest: Promise<string>
 }
 
 /**
- * Starts `bun <args>` in the project root and resolves once it logs a JSON line whose `msg` starts
- * with "listening" (carrying its `url`). Its stdout keeps being drained afterwards, or its next
- * log line would fail with EPIPE.
+ * Starts `bun <args>` in the project root (or `bun` and `cwd` as given: another install of the
+ * service) and resolves once it logs a JSON line whose `msg` starts with "listening" (carrying its
+ * `url`). Its stdout keeps being drained afterwards, or its next log line would fail with EPIPE.
  */
-export async function spawnUntilListening(args: string[], env: Record<string, string | undefined>): Promise<Listening> {
-  const child = Bun.spawn([process.execPath, ...args], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })
+export async function spawnUntilListening(
+  args: string[],
+  env: Record<string, string | undefined>,
+  { bun = process.execPath, cwd = ROOT, keepRest = false }: { bun?: string; cwd?: string; keepRest?: boolean } = {},
+): Promise<Listening> {
+  // No metrics listener unless the test asks for one: servers started side by side would compete for its port.
+  const child = Bun.spawn([bun, ...args], { cwd, env: { METRICS_PORT: '0', ...env }, stdout: 'pipe', stderr: 'pipe' })
   const reader = child.stdout.getReader()
   const decoder = new TextDecoder()
   const lines: Record<string, any>[] = []
@@ -46,10 +53,15 @@ export async function spawnUntilListening(args: string[], env: Record<string, st
       }
       lines.push(line)
       if (typeof line.msg === 'string' && line.msg.startsWith('listening')) {
-        void (async () => {
-          while (!(await reader.read()).done);
+        const rest = (async () => {
+          let after = keepRest ? buffered : ''
+          for (;;) {
+            const { done, value } = await reader.read()
+            if (done) return after + decoder.decode()
+            if (keepRest) after += decoder.decode(value, { stream: true })
+          }
         })()
-        return { url: line.url, lines, text, child }
+        return { url: line.url, lines, text, child, rest }
       }
     }
   }

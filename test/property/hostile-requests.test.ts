@@ -4,7 +4,8 @@
  * real HTTP to the real service on PostgreSQL (PGlite without TEST_DATABASE_URL) and Redis (the
  * in-process quota store without TEST_REDIS_URL). For every answer:
  *   - the status is below 500;
- *   - a 4xx the app writes carries the spec's envelope `{ error: { message, code, details? } }`, in JSON
+ *   - a 4xx the app writes carries the spec's envelope `{ error: { message, code, details?, request_id } }`, in JSON,
+ *     its request_id the answer's X-Request-Id
  *     whatever Accept asks for;
  *   - a request is not accepted with a number parameter spelt otherwise than in decimal (`0x10`, `+16`,
  *     `16.`, ` 16`, `1e1`: what Number() reads as a number);
@@ -274,7 +275,9 @@ function envelopeProblems(answer: Answer): string[] {
   if (typeof error !== 'object' || error === null) return [...problems, 'no `error` object']
   if (typeof error.message !== 'string' || error.message === '') problems.push('`error.message` is not a non-empty string')
   if (typeof error.code !== 'string' || !ERROR_CODES.has(error.code)) problems.push(`\`error.code\` ${JSON.stringify(error.code)} is not one of the spec's codes`)
-  const extraError = Object.keys(error).filter((k) => !['message', 'code', 'details'].includes(k))
+  const extraError = Object.keys(error).filter((k) => !['message', 'code', 'details', 'request_id'].includes(k))
+  if (typeof error.request_id !== 'string' || error.request_id !== answer.headers.find(([name]) => name.toLowerCase() === 'x-request-id')?.[1])
+    problems.push("`error.request_id` is not the answer's X-Request-Id")
   if (extraError.length) problems.push(`unexpected error fields ${extraError.join(', ')}`)
   if (error.details !== undefined) {
     const ok = Array.isArray(error.details) && error.details.every((d: any) => typeof d?.field === 'string' && typeof d?.message === 'string' && Object.keys(d).length === 2)

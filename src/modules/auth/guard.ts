@@ -3,6 +3,7 @@ import { Elysia } from 'elysia'
 import { utcDay } from '../../shared/clock'
 import { AppError } from '../../shared/errors'
 import { RateLimit } from '../../shared/model'
+import { noteAccount } from '../../shared/request-id'
 import { RefusedBody } from '../../shared/request-rules'
 import { findSession } from './accounts'
 import { type DayCounters, nextUtcMidnight } from './quota'
@@ -101,6 +102,10 @@ export function admitAtOnce<Answer>(
   const used = auth.quota.chargeAtOnce({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
   if (used === undefined) return undefined
   recordUse(auth, identity, now, cost)
+  noteAccount(identity.accountId, identity.tier)
+  auth.quotaCounts.admitted[identity.tier].inc()
+  // The key's cache hit is counted here, not in `known`: an early answer that declines asks `known` again in Elysia.
+  auth.keyLookups.hit.inc()
   return { admission: { identity, policy, now, charge: { cost, used }, rateLimit: rateLimitOfDay(policy, used, now) }, answer }
 }
 
@@ -135,6 +140,7 @@ async function admit(auth: AuthRuntime, request: Request, rule: ApiKeyRule, body
   const charged = await auth.quota.charge({ accountId: identity.accountId, keyId: identity.keyId, cost, limit: policy.dailyQuota, now })
   const rateLimit = rateLimitOfDay(policy, charged.used, now)
   recordUse(auth, identity, now, charged.admitted ? cost : 0, !charged.admitted)
+  auth.quotaCounts[charged.admitted ? 'admitted' : 'rejected'][identity.tier].inc()
   if (!charged.admitted) {
     announce(request, headers, { identity, policy, now, rateLimit })
     const reset = nextUtcMidnight(now)
@@ -154,6 +160,7 @@ async function admit(auth: AuthRuntime, request: Request, rule: ApiKeyRule, body
 /** Puts an admission beside its request (for the route, the error handler, refundRefusal) and its X-RateLimit-* in `headers`. */
 function announce(request: Request, headers: Record<string, unknown>, admission: Admission): Admission {
   addRateLimitHeaders(headers, admission.rateLimit)
+  noteAccount(admission.identity.accountId, admission.identity.tier)
   rateLimits.set(request, admission.rateLimit)
   keyAuths.set(request, admission)
   return admission
@@ -276,6 +283,7 @@ export function authGuard(auth: AuthRuntime) {
         const found = await findSession(auth.db, token, auth.clock.now())
         if (!found) throw new AppError('UNAUTHORIZED', 'The session has expired or was logged out; log in again')
         sessions.set(request, found)
+        noteAccount(found.account.id, found.account.tier)
       },
       resolve: ({ request }) => ({ session: sessions.get(request)! }),
     }),

@@ -3,6 +3,7 @@ import { LRUCache } from 'lru-cache'
 import type { Database } from '../../db/client'
 import { type Clock, cacheTiming } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
+import type { CounterSeries } from '../../shared/metrics'
 import { isDatabaseUnavailable } from '../../shared/unavailable'
 import { findActiveKey } from './repo'
 import { API_KEY_PATTERN, sha256Hex } from './secrets'
@@ -56,6 +57,8 @@ export interface KeyDirectory {
 export interface KeyDirectoryOptions {
   /** How long a key read from the database is trusted without asking again (default 30 s). */
   validTtlMs?: number
+  /** Counted on each `lookup`: answered from the cache, or read from the database (`known` is counted by its caller). */
+  lookups?: { hit: CounterSeries; miss: CounterSeries }
 }
 
 /**
@@ -169,6 +172,7 @@ export function keyDirectory(db: Database, redis: Redis | undefined, logger: Log
       if (!API_KEY_PATTERN.test(rawKey)) return Promise.resolve(undefined)
       const hash = sha256Hex(rawKey)
       let entry = cache.get(hash)
+      options.lookups?.[entry ? 'hit' : 'miss'].inc()
       if (!entry) {
         const known = databaseAway ? lastKnown.get(hash) : undefined
         if (known) {

@@ -149,7 +149,7 @@ describe('login, sessions and logout', () => {
     for (const response of [wrong, unknown]) {
       expect(response.status).toBe(401)
       expect(response.headers.get('set-cookie')).toBeNull()
-      expect((await json(response)).error).toEqual({ code: 'UNAUTHORIZED', message: 'Email or password is incorrect' })
+      expect((await json(response)).error).toEqual({ code: 'UNAUTHORIZED', message: 'Email or password is incorrect', request_id: expect.any(String) })
     }
   })
 

@@ -18,9 +18,6 @@ const accountView = (account: AccountRow) => ({
   created_at: account.createdAt.toISOString(),
 })
 
-// The socket's peer: no proxy header is trusted, since whoever sends one would choose their address.
-const clientAddress = (server: { requestIP(request: Request): { address: string } | null } | null, request: Request) => server?.requestIP(request)?.address ?? 'unknown'
-
 const SESSION_ERRORS = { 401: 'Error', 403: 'Error', 415: 'Error' } as const
 
 /** Accounts, sessions and keys (cookie-authenticated) and usage (key-authenticated). */
@@ -42,7 +39,7 @@ export function authRoutes(auth: AuthRuntime) {
     .post(
       '/v1/auth/signup',
       async ({ body, set, request, server }) => {
-        const account = await signUp(auth, { ...body, address: clientAddress(server, request) })
+        const account = await signUp(auth, { ...body, address: auth.clientAddress(request, server) })
         set.headers['set-cookie'] = sessionCookie(await startSession(auth.db, account.id, auth.clock.now()))
         set.status = 201
         return { data: accountView(account) }
@@ -61,7 +58,7 @@ export function authRoutes(auth: AuthRuntime) {
     .post(
       '/v1/auth/login',
       async ({ body, set, request, server }) => {
-        const { account, session } = await login(auth, { ...body, address: clientAddress(server, request), now: auth.clock.now() })
+        const { account, session } = await login(auth, { ...body, address: auth.clientAddress(request, server), now: auth.clock.now() })
         set.headers['set-cookie'] = sessionCookie(session)
         return { data: accountView(account) }
       },

@@ -272,6 +272,7 @@ describe('GET /v1/export/set/:id', async () => {
       const described = (response: Response) => {
         const headers = Object.fromEntries(response.headers)
         delete headers.date
+        delete headers['x-request-id'] // each answer names its own request
         return { ...headers, 'x-ratelimit-remaining': Number(headers['x-ratelimit-remaining']) }
       }
       expect(described(head)).toEqual({ ...described(get), 'x-ratelimit-remaining': described(get)['x-ratelimit-remaining'] + 1 })
@@ -394,7 +395,12 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
       const refused = await send(path, key)
       const body = (await refused.json()) as any
       expect(refused.status).toBe(400)
-      expect(body.error).toEqual({ code: 'INVALID_PARAMETER', message: 'The request body could not be parsed', details: [{ field: 'body', message: 'is not valid JSON' }] })
+      expect(body.error).toEqual({
+        code: 'INVALID_PARAMETER',
+        message: 'The request body could not be parsed',
+        details: [{ field: 'body', message: 'is not valid JSON' }],
+        request_id: expect.any(String),
+      })
       expect(body.rate_limit).toMatchObject({ daily_limit: 2_500, daily_remaining: 2_499 })
       expect(refused.headers.get('x-ratelimit-remaining')).toBe('2499')
       expect(refused.headers.get('x-ratelimit-limit')).toBe('2500')
@@ -418,7 +424,7 @@ describe('POST /v1/bulk/resolve/marketplace', async () => {
     for (const [i, [init, status, error]] of cases.entries()) {
       const response = await server.get('/v1/bulk/resolve/marketplace', { method: 'POST', ...init, headers: { ...(init.headers as object), 'x-api-key': key } })
       const body = (await response.json()) as any
-      expect({ status: response.status, error: body.error }).toEqual({ status, error })
+      expect({ status: response.status, error: body.error }).toEqual({ status, error: { ...error, request_id: response.headers.get('x-request-id') } })
       expect(body.rate_limit.daily_remaining).toBe(2_500 - i - 1)
     }
     const doc = (await server.json('/openapi.json')).body

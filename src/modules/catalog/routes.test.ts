@@ -169,7 +169,7 @@ describe('GET /v1/games/:slug', () => {
   test('unknown slug is 404 NOT_FOUND in the error envelope', async () => {
     const { status, body } = await json('/v1/games/no-such-game')
     expect(status).toBe(404)
-    expect(body).toEqual({ error: { code: 'NOT_FOUND', message: "Game 'no-such-game' not found" } })
+    expect(body).toEqual({ error: { code: 'NOT_FOUND', message: "Game 'no-such-game' not found", request_id: expect.any(String) } })
   })
 
   test('an all-digit value is the game id: the same game as by slug', async () => {
@@ -186,7 +186,7 @@ describe('GET /v1/games/:slug', () => {
   test.each(['0', '999999', '2147483648', '99999999999999999999'])('an all-digit value no game has as id (%s) is 404, never read as a slug', async (id) => {
     const { status, body } = await json(`/v1/games/${id}`)
     expect(status).toBe(404)
-    expect(body).toEqual({ error: { code: 'NOT_FOUND', message: `Game '${id}' not found` } })
+    expect(body).toEqual({ error: { code: 'NOT_FOUND', message: `Game '${id}' not found`, request_id: expect.any(String) } })
   })
 
   test('a slug with digits and letters is still a slug', async () => {

@@ -7,6 +7,7 @@ import { JSON_CONTENT_TYPE } from '../../shared/http'
 import { LiteralUnion, PageMeta, PaginationQuery, QueryParams, toPage } from '../../shared/model'
 import { models } from '../../shared/models-plugin'
 import { createReadCache } from '../../shared/read-cache'
+import { withBodyLength } from '../../shared/request-id'
 import { authGuard, NOT_FOUND_ERRORS, withRateLimit } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import {
@@ -44,7 +45,7 @@ const PUBLIC_CACHE_TTL_MS = 5_000
 /** Request paths and queries of open reads kept for repeats: their keys' bytes, as the bytes answered are shared. */
 const OPEN_REPEATS_BYTES = 4 * 2 ** 20
 
-const jsonResponse = (bytes: Buffer) => new Response(bytes, { headers: { 'content-type': JSON_CONTENT_TYPE } })
+const jsonResponse = (bytes: Buffer) => withBodyLength(new Response(bytes, { headers: { 'content-type': JSON_CONTENT_TYPE } }), bytes.byteLength)
 
 /**
  * The open catalog reads (games), serialised once per read, not per request: the bytes go out as

@@ -4,6 +4,7 @@ import { type Clock, withTimeout } from '../../shared/clock'
 import { AppError, notFound } from '../../shared/errors'
 import { parseIdList } from '../../shared/id-list'
 import type { Logger } from '../../shared/logger'
+import type { Metrics } from '../../shared/metrics'
 import { type LiveRefreshClaim, nextUtcMidnight } from '../auth/quota'
 import { printingOrder } from '../catalog/printings'
 import type { MarketplaceSource } from '../ingest/source'
@@ -19,6 +20,8 @@ export interface ConditionDeps {
   clock: Clock
   logger: Logger
   config: { marketplaceTimeoutMs: number }
+  /** Where live refreshes are counted; absent: not counted. */
+  metrics?: Metrics
 }
 
 /** Who pays for a live refresh: an account's daily allowance (the re-crawl pays nothing). */
@@ -155,13 +158,22 @@ export function conditionService(deps: ConditionDeps): ConditionService {
     return { kind: 'refreshed', at, rows, conditionCounts }
   }
 
-  async function refreshCard(card: { id: number; marketplaceId: number }, options: { staleBefore: Date; payer?: RefreshPayer }) {
+  async function refreshCardOnce(card: { id: number; marketplaceId: number }, options: { staleBefore: Date; payer?: RefreshPayer }) {
     const flight = await locks.run(card.id, () => refreshUnderLock(card, options.staleBefore, options.payer))
     if ('busy' in flight) return 'busy' as const
     // A refresh this call joined was paid by its own payer: for this caller it is someone else's.
     if (!flight.ran && flight.value.kind === 'refreshed') return { kind: 'fresh' } as const
     if (!flight.ran && flight.value.kind === 'over-allowance') return 'busy' as const
     return flight.value
+  }
+
+  /** The refresh, counted by trigger and outcome. */
+  async function refreshCard(card: { id: number; marketplaceId: number }, options: { staleBefore: Date; payer?: RefreshPayer }) {
+    const outcome = await refreshCardOnce(card, options)
+    deps.metrics?.conditionRefreshes
+      .series(options.payer ? 'request' : 'recrawl', outcome === 'busy' ? 'busy' : outcome.kind === 'over-allowance' ? 'over_allowance' : outcome.kind)
+      .inc()
+    return outcome
   }
 
   async function rowsOf(card: repo.ConditionCard, printing: string | undefined): Promise<ConditionPriceRow[]> {

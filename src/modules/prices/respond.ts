@@ -5,11 +5,12 @@ import { bytesResponse, writtenInParts } from '../../shared/bun-workarounds'
 import { type EarlyAnswer, type HotRoute, pathAndQueryOf } from '../../shared/hot-routes'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
 import type { RateLimit } from '../../shared/model'
+import { withBodyLength } from '../../shared/request-id'
 import { type ApiKeyRule, addRateLimitHeaders, admitAtOnce, type KeyAuth, rateLimitOf } from '../auth/guard'
 import type { AuthRuntime } from '../auth/runtime'
 import type { TierPolicy } from '../auth/tiers'
 import type { PriceSnapshot } from '../snapshot/snapshot'
-import type { SnapshotStore } from '../snapshot/store'
+import type { SnapshotReader } from '../snapshot/store'
 
 // Plain msgpack maps: msgpackr's records extension is smaller but only msgpackr can read it.
 const packr = new Packr({ useRecords: false })
@@ -212,8 +213,9 @@ function writeKept(request: Request, kept: KeptAnswer, rateLimit: RateLimit, mov
   addRateLimitHeaders(headers, rateLimit)
   if (moved) moveSetHeaders(moved, headers)
   const tail = rateLimitTail(rateLimit)
-  if (kept.head.byteLength < WRITTEN_IN_PARTS_FROM_BYTES) return new Response(withTail(kept.head, tail), { headers })
-  return new Response(writtenInParts(kept.head, tail), { headers })
+  const bytes = kept.head.byteLength + tail.length
+  if (kept.head.byteLength < WRITTEN_IN_PARTS_FROM_BYTES) return withBodyLength(new Response(withTail(kept.head, tail), { headers }), bytes)
+  return withBodyLength(new Response(writtenInParts(kept.head, tail), { headers }), bytes)
 }
 
 /**
@@ -280,7 +282,7 @@ interface KeptRouteContext<Params, Query> {
  */
 export function keptSnapshotRoute<Params = Record<string, never>, Query = Record<string, never>>(
   auth: AuthRuntime,
-  snapshots: SnapshotStore,
+  snapshots: SnapshotReader,
   route: {
     path: string
     rule: ApiKeyRule & { cost?: number }

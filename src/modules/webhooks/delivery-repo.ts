@@ -50,6 +50,16 @@ export function claimDueDeliveries(db: Database, claim: { now: Date; claimUntil:
   )
 }
 
+/** The outbox's depth: entries waiting for delivery, and those of them due at `now` (partial index `webhook_deliveries_due_idx`). */
+export async function countQueuedDeliveries(db: Database, now: Date): Promise<{ pending: number; due: number }> {
+  const [row] = await selectRows<{ pending: number; due: number }>(
+    db,
+    sql`select count(*)::float8 as pending, (count(*) filter (where next_attempt_at <= ${now.toISOString()}::timestamptz))::float8 as due
+        from webhook_deliveries where status = 'pending'`,
+  )
+  return row ?? { pending: 0, due: 0 }
+}
+
 /** The entry's outcome applies only to this attempt: a claim that lapsed and was taken again is not overwritten. */
 const thisAttempt = (entry: Claimed) => and(eq(webhookDeliveries.id, entry.id), eq(webhookDeliveries.attempts, entry.attempts), eq(webhookDeliveries.status, 'pending'))
 

@@ -1,8 +1,9 @@
 import type { Database } from '../../db/client'
-import type { Clock, Timer } from '../../shared/clock'
+import { type Clock, type Timer, withTimeout } from '../../shared/clock'
 import type { Logger } from '../../shared/logger'
+import type { Metrics } from '../../shared/metrics'
 import type { AttemptRecord } from './attempts-repo'
-import { type Claimed, claimDueDeliveries, pruneDeliveryHistory, recordDead, recordDelivered, recordRetry } from './delivery-repo'
+import { type Claimed, claimDueDeliveries, countQueuedDeliveries, pruneDeliveryHistory, recordDead, recordDelivered, recordRetry } from './delivery-repo'
 import { DELIVERY_TIMEOUT_MS, type SendResult, sendSigned } from './send'
 import type { WebhookSettings } from './settings'
 
@@ -10,6 +11,8 @@ export interface DeliveryDeps {
   db: Database
   clock: Clock
   logger: Logger
+  /** Where attempts are counted and the queue read on scrape; absent: not counted. */
+  metrics?: Metrics
 }
 
 /**
@@ -24,6 +27,8 @@ export const CLAIM_MARGIN_MS = 5_000
 /** Attempts, and delivered or dead outbox entries, are kept this long. */
 export const HISTORY_KEPT_MS = 30 * 86_400_000
 const PRUNE_EVERY_MS = 3_600_000
+/** The longest a scrape waits for the outbox's depth. */
+const QUEUE_READ_TIMEOUT_MS = 2_000
 
 /** The wait before the next attempt after `failedAttempts` attempts failed; null when retries are exhausted. */
 export type Backoff = (failedAttempts: number) => number | null
@@ -86,6 +91,17 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
   let warnedNoSecrets = false
 
   const mayRun = () => !stopped && options.isLeader()
+
+  const outcomes = deps.metrics && {
+    delivered: deps.metrics.webhookDeliveries.series('delivered'),
+    retrying: deps.metrics.webhookDeliveries.series('retrying'),
+    gaveUp: deps.metrics.webhookDeliveries.series('gave_up'),
+  }
+  deps.metrics?.readState({
+    // Bounded as /ready's checks are: a scrape never waits on a stalled database.
+    webhookQueue: () => withTimeout(clock, countQueuedDeliveries(db, clock.now()), QUEUE_READ_TIMEOUT_MS, () => new Error('webhook queue not read in time')),
+    webhookInFlight: () => inFlight.size,
+  })
 
   /** Claims up to `slots` due entries, skipping those locked by a concurrent claim or in flight here. */
   async function claim(slots: number): Promise<Claimed[]> {
@@ -172,15 +188,18 @@ export function createDeliveryWorker(deps: DeliveryDeps, options: DeliveryWorker
     const now = clock.now()
     const base = { webhookId: entry.webhook_id, deliveryId: entry.id, eventId: entry.event_id, event: entry.event as AttemptRecord['event'], attempt: entry.attempts, at, result }
     if (result.delivered) {
+      outcomes?.delivered.inc()
       await recordDelivered(db, entry, now, result.statusCode, base)
       return
     }
     const delay = backoff(entry.attempts)
     const failure = { lastStatusCode: result.statusCode, lastError: result.error ?? 'failed' }
     if (delay !== null) {
+      outcomes?.retrying.inc()
       await recordRetry(db, entry, failure, { ...base, nextRetryAt: new Date(now.getTime() + delay) })
       return
     }
+    outcomes?.gaveUp.inc()
     const reason = `disabled after every delivery attempt failed for ${formatDuration(now.getTime() - entry.created_ms)} (${entry.attempts} attempts); last error: ${failure.lastError}`
     if (await recordDead(db, entry, failure, now, reason, base)) {
       logger.warn({ webhookId: entry.webhook_id, attempts: entry.attempts }, 'webhook disabled after sustained delivery failure')

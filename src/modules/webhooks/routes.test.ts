@@ -198,7 +198,7 @@ describe('create', () => {
     const who = await account('pro')
     const unknown = await call('POST', '/v1/webhooks', { cookie: who.cookie, body: validBody({ card_id: UNKNOWN_CARD }) })
     expect(unknown.status).toBe(404)
-    expect((await json(unknown)).error).toEqual({ code: 'NOT_FOUND', message: `Card ${UNKNOWN_CARD} not found` })
+    expect((await json(unknown)).error).toEqual({ code: 'NOT_FOUND', message: `Card ${UNKNOWN_CARD} not found`, request_id: expect.any(String) })
 
     for (const cookie of [undefined, 'session=forged']) {
       for (const [method, path] of [
@@ -236,7 +236,11 @@ describe('create', () => {
     for (let n = 0; n < MAX_WEBHOOKS; n++) made.push(await create(who, { threshold: n + 1 }))
     const over = await call('POST', '/v1/webhooks', { cookie: who.cookie, body: validBody() })
     expect(over.status).toBe(409)
-    expect((await json(over)).error).toEqual({ code: 'CONFLICT', message: `An account can have at most ${MAX_WEBHOOKS} webhooks; delete one first` })
+    expect((await json(over)).error).toEqual({
+      code: 'CONFLICT',
+      message: `An account can have at most ${MAX_WEBHOOKS} webhooks; delete one first`,
+      request_id: expect.any(String),
+    })
     // Disabled webhooks count too: they still exist until deleted.
     await db.execute(sql`update webhooks set is_active = false where id = ${made[0].id}`)
     expect((await call('POST', '/v1/webhooks', { cookie: who.cookie, body: validBody() })).status).toBe(409)
@@ -349,7 +353,7 @@ describe('tenancy: accounts never see or touch each other’s webhooks', () => {
     ]) {
       const response = await call(method!, path!, { cookie: bob.cookie })
       expect({ path, status: response.status }).toEqual({ path, status: 404 })
-      expect((await json(response)).error).toEqual({ code: 'NOT_FOUND', message: `Webhook ${hers.id} not found` })
+      expect((await json(response)).error).toEqual({ code: 'NOT_FOUND', message: `Webhook ${hers.id} not found`, request_id: expect.any(String) })
     }
     // The same answer as for a webhook that does not exist.
     expect((await json(await call('DELETE', '/v1/webhooks/2147483647', { cookie: bob.cookie }))).error.code).toBe('NOT_FOUND')

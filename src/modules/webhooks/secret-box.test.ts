@@ -98,4 +98,30 @@ describe('loadSecretBox', () => {
     expect(lines.join('')).toContain('WEBHOOK_SECRET_KEY')
     await expect(stat(join(dataDir, EMBEDDED_KEY_FILE))).rejects.toThrow()
   })
+
+  test('WEBHOOK_SECRET_KEY_FILE: the key read from the file, its trailing newline dropped; nothing written to DATA_DIR', async () => {
+    const dir = await tempDir()
+    const file = join(dir, 'webhook_secret_key')
+    await writeFile(file, `${KEY}\n`)
+    const box = await loadSecretBox({ webhookSecretKey: undefined, webhookSecretKeyFile: file, databaseUrl: 'postgres://db/tcg', dataDir: dir }, createLogger('silent'))
+    expect(await (await createSecretBox(KEY)).open(await box!.seal('x'))).toBe('x')
+    await expect(stat(join(dir, EMBEDDED_KEY_FILE))).rejects.toThrow()
+  })
+
+  test('WEBHOOK_SECRET_KEY_FILE unreadable or not a key: the start is refused naming the file, never showing its content', async () => {
+    const dir = await tempDir()
+    const load = (file: string) => loadSecretBox({ webhookSecretKey: undefined, webhookSecretKeyFile: file, databaseUrl: undefined, dataDir: dir }, createLogger('silent'))
+    const missing = join(dir, 'missing')
+    await expect(load(missing)).rejects.toThrow(`WEBHOOK_SECRET_KEY_FILE ${missing} cannot be read (ENOENT)`)
+    await expect(load(dir)).rejects.toThrow(`WEBHOOK_SECRET_KEY_FILE ${dir} cannot be read (EISDIR)`)
+    const wrong = join(dir, 'wrong')
+    const content = 'hunter2-not-a-key'
+    await writeFile(wrong, `${content}\n`)
+    const error = await load(wrong).catch((caught: Error) => caught)
+    expect((error as Error).message).toBe(
+      `WEBHOOK_SECRET_KEY_FILE ${wrong} must hold 32 random bytes in base64 (44 characters), as \`openssl rand -base64 32\` prints; it holds ${content.length} characters (not shown)`,
+    )
+    expect((error as Error).message).not.toContain(content)
+    await expect(stat(join(dir, EMBEDDED_KEY_FILE))).rejects.toThrow()
+  })
 })

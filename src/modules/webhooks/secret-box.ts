@@ -12,6 +12,9 @@ export interface SecretBox {
   open(sealed: string): Promise<string>
 }
 
+/** A key as WEBHOOK_SECRET_KEY (or its file) must hold it: 32 bytes in base64 are 44 characters ending in one '='. */
+export const SECRET_KEY_BASE64 = /^[A-Za-z0-9+/]{43}=$/
+
 const VERSION = 'v1'
 const IV_BYTES = 12
 /** Where the embedded default keeps the key it generated. */
@@ -38,16 +41,19 @@ export async function createSecretBox(keyBase64: string): Promise<SecretBox> {
 }
 
 /**
- * The configured key; else, embedded (no DATABASE_URL), a key generated once into DATA_DIR and
+ * The configured key (WEBHOOK_SECRET_KEY, or the file WEBHOOK_SECRET_KEY_FILE names); else, embedded (no DATABASE_URL), a key generated once into DATA_DIR and
  * kept there (mode 600); else none: the service runs, and creating a webhook answers 503.
  */
 export async function loadSecretBox(
-  config: { webhookSecretKey: string | undefined; databaseUrl: string | undefined; dataDir: string },
+  config: { webhookSecretKey: string | undefined; webhookSecretKeyFile?: string | undefined; databaseUrl: string | undefined; dataDir: string },
   logger: Logger,
 ): Promise<SecretBox | undefined> {
   if (config.webhookSecretKey) return createSecretBox(config.webhookSecretKey)
+  if (config.webhookSecretKeyFile) return createSecretBox(await readKeyFile(config.webhookSecretKeyFile))
   if (config.databaseUrl) {
-    logger.warn('WEBHOOK_SECRET_KEY is not set: webhooks cannot be created and queued alerts are not sent; set it to 32 random bytes in base64 (openssl rand -base64 32)')
+    logger.warn(
+      'WEBHOOK_SECRET_KEY is not set: webhooks cannot be created and queued alerts are not sent; set it (or WEBHOOK_SECRET_KEY_FILE) to 32 random bytes in base64 (openssl rand -base64 32)',
+    )
     return undefined
   }
   const path = join(config.dataDir, EMBEDDED_KEY_FILE)
@@ -71,4 +77,21 @@ export async function loadSecretBox(
   } catch {
     throw new Error(`${path} does not hold a webhook secret key (32 bytes in base64); restore it, or remove it and every webhook`)
   }
+}
+
+/**
+ * The key a WEBHOOK_SECRET_KEY_FILE holds, its trailing newline (as `openssl rand -base64 32 > file`
+ * writes it) dropped. Errors name the file and never show what it holds: they land in logs.
+ */
+async function readKeyFile(path: string): Promise<string> {
+  const text = await readFile(path, 'utf8').catch((error: NodeJS.ErrnoException) => {
+    throw new Error(`WEBHOOK_SECRET_KEY_FILE ${path} cannot be read (${error.code ?? error.message}); it must be a file this process may read`)
+  })
+  const key = text.trimEnd()
+  if (!SECRET_KEY_BASE64.test(key)) {
+    throw new Error(
+      `WEBHOOK_SECRET_KEY_FILE ${path} must hold 32 random bytes in base64 (44 characters), as \`openssl rand -base64 32\` prints; it holds ${key.length} characters (not shown)`,
+    )
+  }
+  return key
 }
