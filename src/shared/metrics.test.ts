@@ -73,6 +73,7 @@ describe('request metrics', () => {
         built_at: '2026-11-20T12:00:00.000Z',
         age_seconds: 3,
         build_ms: 1500,
+        search_index_ms: 400,
         cards,
         prices: 2 * cards,
         search_index_bytes: 99,

@@ -159,6 +159,7 @@ export interface SnapshotFigures {
   built_at: string
   age_seconds: number
   build_ms: number
+  search_index_ms: number
   cards: number
   prices: number
   search_index_bytes: number
@@ -333,7 +334,12 @@ export function createMetrics(options: MetricsOptions = {}) {
   })
   snapshot('tcg_snapshot_built_timestamp_seconds', 'When the price snapshot in service was built, Unix seconds', (s) => Date.parse(s.built_at) / 1000)
   snapshot('tcg_snapshot_age_seconds', 'How old the price snapshot in service is, seconds', (s) => s.age_seconds)
-  snapshot('tcg_snapshot_build_seconds', 'How long the build of the price snapshot in service took, seconds', (s) => s.build_ms / 1000)
+  snapshot('tcg_snapshot_build_seconds', 'How long the price snapshot in service took to build until its prices served, seconds', (s) => s.build_ms / 1000)
+  snapshot(
+    'tcg_snapshot_search_index_build_seconds',
+    'How long the search index of the newest snapshot took to build, after its prices served, seconds',
+    (s) => s.search_index_ms / 1000,
+  )
   snapshot('tcg_snapshot_cards', 'Cards in the price snapshot in service', (s) => s.cards)
   snapshot('tcg_snapshot_prices', 'Price rows in the price snapshot in service', (s) => s.prices)
   snapshot('tcg_snapshot_search_index_bytes', "The search index's size in memory (its arrays and strings, estimated), bytes", (s) => s.search_index_bytes)

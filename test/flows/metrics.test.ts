@@ -177,6 +177,7 @@ describe('the node state read on scrape', () => {
     expect(metrics.value('tcg_snapshot_search_index_bytes')).toBe(snapshot.search_index_bytes)
     expect(metrics.value('tcg_snapshot_search_index_words')).toBe(snapshot.search_index_words)
     expect(metrics.value('tcg_snapshot_build_seconds')).toBe(snapshot.build_ms / 1000)
+    expect(metrics.value('tcg_snapshot_search_index_build_seconds')).toBe(snapshot.search_index_ms / 1000)
     expect(metrics.value('tcg_snapshot_built_timestamp_seconds')).toBe(Date.parse(snapshot.built_at) / 1000)
     // The test clock stands still, so the age is the same at both reads.
     expect(metrics.value('tcg_snapshot_age_seconds')).toBe(snapshot.age_seconds)
