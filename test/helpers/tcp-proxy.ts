@@ -1,9 +1,11 @@
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net'
 
 /**
- * A TCP proxy a test puts between a service and PostgreSQL to make a real outage: it forwards
- * until told to refuse new connections (the port stops listening: ECONNREFUSED), to stall them
- * (accepted, never answered: the client's connect timeout decides), or to cut the open ones.
+ * A TCP proxy a test puts between a service and PostgreSQL or Redis to make a real outage: it
+ * forwards until told to refuse new connections (the port stops listening: ECONNREFUSED), to stall
+ * them (accepted, never answered: the client's connect timeout decides), to cut the open ones, or
+ * to hold the server's replies (requests still reach the server and run: the client's command
+ * timeout fires though the server did the work, as when the client's event loop stalls).
  */
 export interface TcpProxy {
   port: number
@@ -17,6 +19,10 @@ export interface TcpProxy {
   stall(): Promise<void>
   /** Closes every open connection, both sides: queries in flight fail, the pool must reconnect. */
   cut(): void
+  /** From now on, bytes from the server are held back (in order) instead of reaching the client. */
+  holdReplies(): void
+  /** Sends what was held back, and forwards replies again. */
+  releaseReplies(): void
   /** Forwards new connections again. */
   resume(): Promise<void>
   close(): Promise<void>
@@ -28,6 +34,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   let server: Server | undefined
   let port = 0
   let accepted = 0
+  /** While set, the server's bytes wait here, per client socket, in order. */
+  let heldReplies: [Socket, Buffer][] | undefined
 
   const track = (socket: Socket) => {
     sockets.add(socket)
@@ -44,7 +52,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     client.on('close', () => upstream.destroy())
     upstream.on('close', () => client.destroy())
     client.pipe(upstream)
-    upstream.pipe(client)
+    upstream.on('data', (chunk: Buffer) => (heldReplies ? heldReplies.push([client, chunk]) : client.write(chunk)))
   }
 
   async function listen() {
@@ -88,6 +96,14 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     cut() {
       for (const socket of sockets) socket.destroy()
+    },
+    holdReplies() {
+      heldReplies ??= []
+    },
+    releaseReplies() {
+      const held = heldReplies ?? []
+      heldReplies = undefined
+      for (const [client, chunk] of held) if (!client.destroyed) client.write(chunk)
     },
     async resume() {
       mode = 'forward'

@@ -1,17 +1,22 @@
-import { describe, expect, test } from 'bun:test'
+import { afterAll, describe, expect, test } from 'bun:test'
 import { createHash } from 'node:crypto'
 import Redis from 'ioredis'
 import { testRedis, testRedisPrefix } from '../../../test/helpers/auth'
 import { fakeClock } from '../../../test/helpers/clock'
 import { TEST_REDIS_URL } from '../../../test/helpers/env'
 import { eventually } from '../../../test/helpers/eventually'
+import { startTcpProxy } from '../../../test/helpers/tcp-proxy'
+import { redisOptions } from '../../deps'
 import { systemClock } from '../../shared/clock'
 import { createLogger } from '../../shared/logger'
 import { type DaySeed, failoverQuotaStore, memoryQuotaStore, nextUtcMidnight, type QuotaStore, redisQuotaStore } from './quota'
+import { chargingCommands } from './quota/commands'
 import { PROBE_INTERVAL_MS } from './quota/failover-store'
-import { LEASE_FIELD_PREFIX } from './quota/fields'
+import { LAPSED_LEASE, LEASE_FIELD_PREFIX } from './quota/fields'
 import { MAX_LEASE_WAIT_MS } from './quota/group-commit'
 import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS } from './quota/lease-policy'
+import { quotaLeases } from './quota/leases'
+import { writeMarkers } from './quota/outcomes'
 import { RESEED_INTERVAL_MS } from './quota/seeding'
 import { API_KEY_PATTERN, newApiKey, sha256Hex } from './secrets'
 import { minimumTier, resolveCredits, TIER_POLICY } from './tiers'
@@ -572,6 +577,113 @@ describe('quota stores', () => {
         expect(await redisB.hget('quota:2026-11-20:25', 'used')).toBe(String(limit))
       },
     )
+  })
+
+  // docs/adr/0125-a-quota-write-whose-answer-was-lost-is-learnt-not-guessed.md: Redis runs the write, its reply
+  // is held in a TCP proxy until the client's command timeout (500 ms, as the service's) has fired.
+  describe('writes whose answer was lost', () => {
+    /** A service's connection to the test Redis through a proxy that can hold Redis's replies, and one straight to it. */
+    async function heldRedis() {
+      const target = new URL(TEST_REDIS_URL!)
+      const proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 6379) })
+      const prefix = testRedisPrefix()
+      const admin = (await testRedis(prefix))!
+      const redis = new Redis(proxy.via(TEST_REDIS_URL!), redisOptions(prefix))
+      redis.on('error', () => {})
+      await redis.connect()
+      afterAll(async () => {
+        redis.disconnect()
+        await proxy.close()
+      })
+      return { proxy, admin, redis }
+    }
+
+    test.skipIf(!TEST_REDIS_URL)('failover: a charge, a refund, a claim and a refresh handed back, each run in Redis with its answer lost, count once', async () => {
+      const { proxy, admin, redis } = await heldRedis()
+      const clock = fakeClock()
+      const store = failoverQuotaStore(redis, clock, createLogger('silent'))
+      const hash = 'quota:2026-11-20:81'
+      /** `write` runs in Redis (seen by `ran`) while its reply is held; it is answered from local counts; then Redis comes back. */
+      async function lostAnswer<T>(write: () => Promise<T>, ran: (stored: Record<string, string>) => boolean): Promise<T> {
+        proxy.holdReplies()
+        const answer = write()
+        await eventually(async () => ran(await admin.hgetall(hash)), { what: 'the write run in Redis' })
+        const result = await answer
+        expect(store.degraded).toBe(true)
+        proxy.releaseReplies()
+        await clock.advance(PROBE_INTERVAL_MS)
+        await eventually(() => !store.degraded, { what: 'the hand-over back to Redis' })
+        return result
+      }
+      try {
+        for (let i = 0; i < 3; i++) await charge(store, 81, 1, 5)
+        // Admitted in Redis and locally: one unit, not two.
+        expect(
+          await lostAnswer(
+            () => charge(store, 81, 1, 5),
+            (stored) => stored.used === '4',
+          ),
+        ).toEqual({ admitted: true, used: 4 })
+        expect(await admin.hgetall(hash)).toEqual({ used: '4', 'k:1': '4' })
+        // Refused in Redis and locally: one rejection.
+        expect(
+          await lostAnswer(
+            () => charge(store, 81, 2, 5),
+            (stored) => stored.rejected === '1',
+          ),
+        ).toEqual({ admitted: false, used: 4 })
+        // Handed back in Redis: not again by the hand-over.
+        await lostAnswer(
+          () => store.refund({ accountId: 81, keyId: 1, cost: 1, now: NOON }),
+          (stored) => stored.used === '3',
+        )
+        expect(await admin.hgetall(hash)).toEqual({ used: '3', rejected: '2', 'k:1': '3' })
+        // A live refresh claimed in Redis and locally: one.
+        expect(
+          await lostAnswer(
+            () => store.claimLiveRefresh({ accountId: 81, limit: 5, now: NOON }),
+            (stored) => stored.live === '1',
+          ),
+        ).toEqual({ admitted: true, used: 1 })
+        expect(await admin.hget(hash, 'live')).toBe('1')
+        await lostAnswer(
+          () => store.refundLiveRefresh(81, NOON),
+          (stored) => stored.live === '0',
+        )
+        expect(await admin.hgetall(hash)).toEqual({ used: '3', rejected: '2', 'k:1': '3', live: '0' })
+        // The quota goes on from the exact count.
+        expect(await charge(store, 81, 2, 5)).toEqual({ admitted: true, used: 5 })
+      } finally {
+        await store.close()
+      }
+    })
+
+    test.skipIf(!TEST_REDIS_URL)('a lease grant run in Redis with its answer lost gives its units back whole, lapsed or not', async () => {
+      const { proxy, admin, redis } = await heldRedis()
+      const store = redisQuotaStore(redis, fakeClock())
+      const hash = 'quota:2026-11-20:82'
+      await charge(store, 82, 1, 100_000)
+      const leases = quotaLeases(redis, fakeClock(), writeMarkers(chargingCommands(redis), 'test'), 'test')
+      proxy.holdReplies()
+      const asked = leases.request(hash, 100_000, 3_600)
+      const granted = await eventually(async () => Object.keys(await admin.hgetall(hash)).find((field) => field.startsWith(LEASE_FIELD_PREFIX)), { what: 'the grant run in Redis' })
+      expect(Number(await admin.hget(hash, 'used'))).toBeGreaterThan(1)
+      await asked
+      expect(leases.heldOn(hash)).toBeUndefined() // the node never learnt it held it
+      // Lapsed meanwhile: a charge refused by Redis marks it so.
+      await admin.hset(hash, granted, LAPSED_LEASE)
+      proxy.releaseReplies()
+      const back = await eventually(
+        async () => {
+          await leases.finish().catch(() => {})
+          const stored = await admin.hgetall(hash)
+          return stored[granted] === undefined && stored
+        },
+        { what: "the grant's units handed back" },
+      )
+      expect(back).toEqual({ used: '1', 'k:1': '1' })
+      await store.close()
+    })
   })
 
   describe('live refresh allowance', () => {

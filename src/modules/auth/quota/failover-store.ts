@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto'
 import type Redis from 'ioredis'
 import { type Clock, type Timer, utcDate } from '../../../shared/clock'
 import type { Logger } from '../../../shared/logger'
-import { memoryQuotaStore } from './memory-store'
+import { type CountsDelta, memoryQuotaStore, refundDelta } from './memory-store'
+import { OutcomeUnknown } from './outcomes'
 import { redisQuotaStore } from './redis-store'
 import type { DayCountsByAccount, DaySeed, QuotaStore } from './types'
 
@@ -19,7 +20,10 @@ export const PROBE_INTERVAL_MS = 1_000
  * Redis first; when a Redis call fails, this node serves on local counters (never a 500), logs it,
  * reports `degraded`, and probes Redis every second. Local counting starts from the last usage Redis
  * reported for the account, so an outage does not hand out a fresh quota; when Redis answers again
- * the counts taken meanwhile are added to it and Redis is authoritative again.
+ * the counts taken meanwhile are added to it and Redis is authoritative again. A write whose answer
+ * was lost (a timeout: it may have run) is counted locally too, and before the hand-over Redis is
+ * asked what it counted of it, which local counting then gives up: counted once, never lost
+ * (docs/adr/0125-a-quota-write-whose-answer-was-lost-is-learnt-not-guessed.md).
  */
 export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, seed?: DaySeed): FailoverQuotaStore {
   const primary = redisQuotaStore(redis, clock, logger, seed)
@@ -58,6 +62,29 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
     }
   }
 
+  /** Writes whose answer was lost, in order: what Redis counted of each is taken off local counting. */
+  const lost: { learn: () => Promise<boolean | undefined>; reconcile(counted: boolean | undefined): void }[] = []
+  const whenLost = <T extends boolean>(error: unknown, reconcile: (counted: T | undefined) => void) => {
+    if (error instanceof OutcomeUnknown) lost.push({ learn: error.learn, reconcile: reconcile as (counted: boolean | undefined) => void })
+  }
+  /**
+   * Redis counted `delta` of a write local counting has counted too: local counting gives it up, and
+   * its baseline takes it, so what this node sees stays the same and the hand-over leaves it out.
+   */
+  const countedInRedis = (accountId: number, now: Date, delta: CountsDelta) => {
+    if (
+      !local.adjust(accountId, now, {
+        used: -(delta.used ?? 0),
+        rejected: -(delta.rejected ?? 0),
+        liveRefreshes: -(delta.liveRefreshes ?? 0),
+        byKey: delta.byKey && [delta.byKey[0], -delta.byKey[1]],
+      })
+    )
+      return
+    if (utcDate(now) === lastSeenDay)
+      shiftBaseline(lastSeenDay, new Map([[accountId, { used: delta.used ?? 0, rejected: 0, liveRefreshes: delta.liveRefreshes ?? 0, byKey: new Map() }]]))
+  }
+
   /** Counts drained from the local store and not yet confirmed in Redis, under one batch id. */
   let handOver: { id: string; day: string; counts: DayCountsByAccount } | undefined
   let recovering = false
@@ -67,6 +94,13 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
     recovering = true
     try {
       await redis.ping()
+      // What Redis made of writes whose answer was lost, before anything counted locally goes to it.
+      while (lost.length > 0) {
+        const write = lost[0]!
+        write.reconcile(await write.learn())
+        lost.shift()
+      }
+      await primary.finish()
       // Hand over what was counted locally. Charges keep landing on the local counters meanwhile,
       // measured against a baseline that includes the batch in flight, so none is over-admitted;
       // the loop hands those over too, and the switch back to Redis happens in the same tick as
@@ -104,6 +138,7 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
       return degraded
     },
     async charge(charge) {
+      let failure: unknown
       if (!degraded) {
         try {
           const result = await primary.charge(charge)
@@ -111,10 +146,15 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
           return result
         } catch (error) {
           degrade(error)
+          failure = error
         }
       }
       const base = baseline(charge.accountId, charge.now)
       const result = await local.charge({ ...charge, limit: charge.limit - base })
+      whenLost<boolean>(failure, (admitted) => {
+        if (admitted === true) countedInRedis(charge.accountId, charge.now, { used: charge.cost, byKey: [charge.keyId, charge.cost] })
+        else if (admitted === false) countedInRedis(charge.accountId, charge.now, { rejected: 1 })
+      })
       return { admitted: result.admitted, used: result.used + base }
     },
     chargeAtOnce(charge) {
@@ -142,6 +182,7 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
       return { ...counters, used: counters.used + baseline(accountId, now), liveRefreshes: counters.liveRefreshes + liveBaseline(accountId, now) }
     },
     async claimLiveRefresh(claim) {
+      let failure: unknown
       if (!degraded) {
         try {
           const result = await primary.claimLiveRefresh(claim)
@@ -149,18 +190,25 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
           return result
         } catch (error) {
           degrade(error)
+          failure = error
         }
       }
       const base = liveBaseline(claim.accountId, claim.now)
       const result = await local.claimLiveRefresh({ ...claim, limit: claim.limit - base })
+      whenLost<boolean>(failure, (admitted) => admitted && countedInRedis(claim.accountId, claim.now, { liveRefreshes: 1 }))
       return { admitted: result.admitted, used: result.used + base }
     },
+    // A refund whose answer was lost is not counted locally until Redis says it never ran: counting
+    // it meanwhile would hand it over twice when it did.
     async refundLiveRefresh(accountId, now) {
       if (!degraded) {
         try {
           return await primary.refundLiveRefresh(accountId, now)
         } catch (error) {
           degrade(error)
+          if (error instanceof OutcomeUnknown) {
+            return whenLost<boolean>(error, (ran) => ran === undefined && local.adjust(accountId, now, { liveRefreshes: -1 }))
+          }
         }
       }
       await local.refundLiveRefresh(accountId, now)
@@ -171,6 +219,9 @@ export function failoverQuotaStore(redis: Redis, clock: Clock, logger: Logger, s
           return await primary.refund(charge)
         } catch (error) {
           degrade(error)
+          if (error instanceof OutcomeUnknown) {
+            return whenLost<boolean>(error, (ran) => ran === undefined && local.adjust(charge.accountId, charge.now, refundDelta(charge.keyId, charge.cost)))
+          }
         }
       }
       await local.refund(charge)

@@ -2,7 +2,8 @@ import type { Clock } from '../../../shared/clock'
 import type { ChargingRedis } from './commands'
 import { HOT_CHARGES_PER_WINDOW, HOT_WINDOW_MS, leaseWorthAsking } from './lease-policy'
 import type { QuotaLeases } from './leases'
-import { ADMITTED, MISSING, UNSEEDED, WAIT } from './status'
+import { maySend, OutcomeUnknown, type WriteMarkers } from './outcomes'
+import { ADMITTED, MISSING, REFUSED, UNSEEDED, WAIT } from './status'
 import type { ChargeResult } from './types'
 
 /** A charge told to wait for a lease asks again after this long at most: leases usually end early, when used up. */
@@ -19,6 +20,7 @@ export interface QueuedCharge {
   /** Cost, limit and key field: the script's ARGV for this charge (lua.ts ARGS_PER_CHARGE). */
   args: [number, number, string]
   resolve(result: ChargeResult): void
+  /** With OutcomeUnknown when the call carrying it may have run: its `learn` says whether Redis admitted (true) or refused (false) it. */
   reject(error: unknown): void
 }
 
@@ -39,7 +41,7 @@ export interface DayHashSeeding {
  * left, is charged often enough to lease its quota (leases.ts); one refused over its quota
  * never asks.
  */
-export function groupCommit(client: ChargingRedis, clock: Clock, leases: QuotaLeases, seeding: DayHashSeeding) {
+export function groupCommit(client: ChargingRedis, clock: Clock, leases: QuotaLeases, seeding: DayHashSeeding, markers: WriteMarkers) {
   let queue: QueuedCharge[] = []
   /** Admitted charges per day hash since `recentSince` (a tumbling window): who is hot. */
   const recent = new Map<string, number>()
@@ -84,17 +86,26 @@ export function groupCommit(client: ChargingRedis, clock: Clock, leases: QuotaLe
     if (sending || queue.length === 0) return
     const batch = queue.length <= MAX_CHARGES_PER_CALL ? queue : queue.slice(0, MAX_CHARGES_PER_CALL)
     queue = batch === queue ? [] : queue.slice(MAX_CHARGES_PER_CALL)
-    const keys: string[] = []
-    const args: (string | number)[] = []
+    // The call's marker records what it counted, should its answer be lost (outcomes.ts); it also
+    // deletes the markers of calls answered since the last one.
+    const marker = markers.next()
+    const forgotten = markers.forgettable()
+    const keys: string[] = [marker, ...forgotten]
+    let ttl = 0
+    const args: (string | number)[] = [forgotten.length, 0]
     for (const queued of batch) {
       keys.push(queued.key)
       args.push(...queued.args)
+      ttl = Math.max(ttl, queued.ttl)
     }
+    args[1] = ttl
     sending = true
+    const sent = maySend(client)
     client
       .tcgChargeQuotaBatch(keys.length, ...keys, ...args)
       .then(
         (pairs) => {
+          markers.answered(marker)
           // Per account: its last admitted charge in this call, to see if it is worth a lease.
           const admitted = new Map<string, { used: number; queued: QueuedCharge }>()
           const now = clock.monotonic()
@@ -120,7 +131,18 @@ export function groupCommit(client: ChargingRedis, clock: Clock, leases: QuotaLe
             if (recent.get(key)! >= HOT_CHARGES_PER_WINDOW && leaseWorthAsking(used, limit)) requestLease(key, limit, queued.ttl)
           }
         },
-        (error) => batch.forEach((queued) => queued.reject(error)),
+        (error) => {
+          for (const old of forgotten) markers.answered(old)
+          if (!sent) return void batch.forEach((queued) => queued.reject(error))
+          const statuses = () => markers.learn(marker, ttl)
+          batch.forEach((queued, i) => {
+            const counted = async () => {
+              const status = Number((await statuses())?.[i])
+              return status === ADMITTED ? true : status === REFUSED ? false : undefined
+            }
+            queued.reject(new OutcomeUnknown(error, counted))
+          })
+        },
       )
       .finally(() => {
         sending = false

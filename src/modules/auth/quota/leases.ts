@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto'
 import type Redis from 'ioredis'
 import type { Clock, Timer } from '../../../shared/clock'
 import type { Logger } from '../../../shared/logger'
 import { leasingCommands } from './commands'
 import { FIRST_LEASE_UNITS, LEASE_LIFETIME_MS, LOCAL_MARGIN_MS, MAX_LEASE_UNITS, MIN_LEASE_UNITS } from './lease-policy'
+import { maySend, type WriteMarkers } from './outcomes'
 
 /**
  * Quota leases: a node that charges one account many times a second takes a block of that
@@ -41,15 +41,28 @@ interface Lease {
   timer?: Timer
 }
 
-/** The leases this node holds, by day hash key. */
-export function quotaLeases(redis: Redis, clock: Clock, logger?: Logger) {
+/** A hand-back whose answer did not come: sent again (it applies once) until Redis answers. */
+type HandBack = () => Promise<unknown>
+
+/** The leases this node holds, by day hash key. `node` names this node's leases (and markers). */
+export function quotaLeases(redis: Redis, clock: Clock, markers: WriteMarkers, node: string, logger?: Logger) {
   const client = leasingCommands(redis)
-  const node = randomBytes(6).toString('base64url')
   let leaseCount = 0
   const held = new Map<string, Lease>()
   /** The size to ask for next per day hash: grows while leases run out, shrinks while they come back half unused. */
   const nextSize = new Map<string, number>()
   const settling = new Set<Promise<unknown>>()
+  /** Grants whose answer was lost, until what they took is known and handed back. */
+  const unknownGrants = new Set<HandBack>()
+
+  /** Sends a hand-back now; `onFailure` says what a failure leaves. */
+  function handBack(send: HandBack, onFailure: (error: unknown) => void) {
+    const sent = send()
+      .catch(onFailure)
+      .finally(() => settling.delete(sent))
+    settling.add(sent)
+    return sent
+  }
 
   function settle(key: string, lease: Lease) {
     lease.timer?.cancel()
@@ -59,11 +72,33 @@ export function quotaLeases(redis: Redis, clock: Clock, logger?: Logger) {
     const keyUnits = [...lease.byKeyField].flat()
     // Sent at once, before any charge queued after it: Redis sees the units back before those charges.
     // If it fails (Redis away), the unused units stay counted as used: never more than the quota.
-    const sent = client
-      .tcgSettleQuotaLease(1, key, lease.id, lease.unused, lease.ttl, ...keyUnits)
-      .catch((error) => logger?.warn({ err: error }, 'quota lease hand-back failed: its unused units stay counted as used'))
-      .finally(() => settling.delete(sent))
-    settling.add(sent)
+    handBack(
+      () => client.tcgSettleQuotaLease(1, key, lease.id, lease.unused, lease.ttl, 0, ...keyUnits),
+      (error) => logger?.warn({ err: error }, 'quota lease hand-back failed: its unused units stay counted as used'),
+    )
+  }
+
+  /** Learns what a grant whose answer was lost took (or fences it off) and hands that back; kept while Redis does not answer. */
+  function sendUnknownGrant(returnAll: HandBack) {
+    unknownGrants.delete(returnAll)
+    return handBack(returnAll, () => unknownGrants.add(returnAll))
+  }
+
+  /** Sends again what unknown grants are still to hand back; rejects while any is left. */
+  async function finish() {
+    await Promise.all([...unknownGrants].map(sendUnknownGrant))
+    if (unknownGrants.size > 0) throw new Error('quota lease grants whose answer was lost are not handed back yet')
+  }
+
+  /**
+   * A grant whose answer was lost may have run (docs/adr/0125-a-quota-write-whose-answer-was-lost-is-learnt-not-guessed.md):
+   * its marker says how many units it took, and those go back whole, lapsed or not, as the node never admitted from them.
+   */
+  function unknownGrant(key: string, id: string, marker: string, ttl: number) {
+    sendUnknownGrant(async () => {
+      const units = Number((await markers.learn(marker, ttl)) ?? 0)
+      if (units > 0) await client.tcgSettleQuotaLease(1, key, id, units, ttl, 1)
+    })
   }
 
   return {
@@ -93,28 +128,36 @@ export function quotaLeases(redis: Redis, clock: Clock, logger?: Logger) {
      */
     async request(key: string, limit: number, ttl: number): Promise<void> {
       if (nextSize.size > 10_000) nextSize.clear() // sizes are hints; a long-running node forgets old days'
+      if (unknownGrants.size > 0) finish().catch(() => {}) // Redis answers again: what a lost grant took goes back first
       const id = `${node}:${++leaseCount}`
+      const marker = markers.next()
       const localEnd = clock.monotonic() + LEASE_LIFETIME_MS - LOCAL_MARGIN_MS
+      const sent = maySend(client)
       try {
-        const [units, usedAfterGrant] = await client.tcgGrantQuotaLease(1, key, nextSize.get(key) ?? FIRST_LEASE_UNITS, limit, ttl, id)
+        const [units, usedAfterGrant] = await client.tcgGrantQuotaLease(2, marker, key, ttl, nextSize.get(key) ?? FIRST_LEASE_UNITS, limit, id)
+        markers.answered(marker)
         if (units === 0) return
         const lease: Lease = { id, size: units, unused: units, usedAfterGrant, byKeyField: new Map(), localEnd, ttl }
         lease.timer = clock.after(Math.max(0, localEnd - clock.monotonic()), () => held.get(key) === lease && settle(key, lease), { unref: true })
         held.set(key, lease)
       } catch {
         // No lease: charges keep going to Redis, which reports its own failures.
+        if (sent) unknownGrant(key, id, marker, ttl)
       }
     },
+
+    /** Hands back what grants whose answer was lost took; rejects while Redis does not answer. */
+    finish,
 
     /** This node's live lease on a day hash, if any: what it changes in counters read from Redis. */
     heldOn(key: string): { unused: number; byKeyField: Map<string, number> } | undefined {
       return held.get(key)
     },
 
-    /** Hands back every lease held (on shutdown) and waits for Redis to take them. */
+    /** Hands back every lease held (on shutdown), and what grants whose answer was lost took, and waits for Redis to take them. */
     async settleAll() {
       for (const [key, lease] of held) settle(key, lease)
-      await Promise.all(settling)
+      await Promise.all([...settling, finish().catch(() => {})])
     },
   }
 }

@@ -13,6 +13,24 @@ import {
   type SeedTotals,
 } from './types'
 
+/** Counts to add to an account's day; a key's units as [key id, units]. */
+export interface CountsDelta {
+  used?: number
+  rejected?: number
+  liveRefreshes?: number
+  byKey?: [number, number]
+}
+
+/** What a refund does to the counts (docs/adr/0090-a-429-never-costs-a-unit.md): the units back, one rejection more. */
+export const refundDelta = (keyId: number, cost: number): CountsDelta => ({ used: -cost, rejected: 1, byKey: [keyId, -cost] })
+
+const addTo = (counters: DayCounters, delta: CountsDelta) => {
+  counters.used += delta.used ?? 0
+  counters.rejected += delta.rejected ?? 0
+  counters.liveRefreshes += delta.liveRefreshes ?? 0
+  if (delta.byKey) counters.byKey.set(delta.byKey[0], (counters.byKey.get(delta.byKey[0]) ?? 0) + delta.byKey[1])
+}
+
 /**
  * Counters in this process: exact for one node; used when Redis is not configured or is away. With
  * `seeding` (embedded mode, no Redis) an account's day starts from what the database and the usage
@@ -107,10 +125,19 @@ export function memoryQuotaStore(seeding?: { seed: DaySeed; clock: Clock }) {
     // hand-over adds that to Redis, as it does a live refresh refunded.
     async refund({ accountId, keyId, cost, now }: Omit<Charge, 'limit'>): Promise<void> {
       const counters = countersFor(accountId, now)
-      if (!counters) return
-      counters.used -= cost
-      counters.byKey.set(keyId, (counters.byKey.get(keyId) ?? 0) - cost)
-      counters.rejected += 1
+      if (counters) addTo(counters, refundDelta(keyId, cost))
+    },
+    /**
+     * Adds to the account's counts of `now`'s day, if that is the day being counted (false
+     * otherwise: that day's counts are gone). Local counting while Redis is away corrects by it
+     * what Redis turned out to have counted too (failover-store.ts).
+     */
+    adjust(accountId: number, now: Date, delta: CountsDelta): boolean {
+      if (utcDate(now) !== day) return false
+      let counters = accounts.get(accountId)
+      if (!counters) accounts.set(accountId, (counters = emptyCounters()))
+      addTo(counters, delta)
+      return true
     },
     /** Everything counted today, then forgotten: the hand-over back to Redis. */
     drain(): { day: string; counts: DayCountsByAccount } {
