@@ -56,6 +56,7 @@ const BENCHES: Bench[] = [
     catalog: '`large`, seeded into its own database every run and dropped, unless BENCH_WEBHOOK_DATABASE_URL names one to keep',
     redis: false,
   },
+  { name: 'soak', catalog: '`small` (BENCH_SOAK_DATABASE_URL); two nodes behind HAProxy for SOAK_SECONDS (default 300)', redis: true },
 ]
 
 const benchFile = (bench: Bench) => `bench/${bench.name}.bench.ts`
