@@ -37,7 +37,7 @@ export type AppDeps = Pick<Deps, 'db' | 'redis' | 'logger' | 'clock' | 'source'>
     metrics?: Metrics
     /** What every request passes through, in order (everyRequest), inside the request id's step; none by default. */
     requestSteps?: RequestStep[]
-    /** Called once per request after its answer is ready (the access log is one consumer, metrics another). */
+    /** Called once per request after its answer is ready, beside the access log and the app's metrics (tests read the records). */
     onRequestDone?: (record: RequestRecord) => void
   }
 
@@ -120,7 +120,7 @@ export function createApp(deps: AppDeps) {
   const access = deps.config.accessLog ? accessLog(deps.logger, deps.clock) : undefined
   const tracked = requestTracking({
     clock: deps.clock,
-    done: allOf([access?.done, deps.onRequestDone]),
+    done: allOf([access?.done, metrics.requestDone, deps.onRequestDone]),
     routeOf: (request) => routeOf(request),
     lastResort,
   })

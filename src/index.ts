@@ -57,7 +57,7 @@ async function start(config: Readonly<Config>, logger: Logger, signals: StopSign
   })
   // Delivers only while this node leads, like the scheduled jobs.
   const worker = createDeliveryWorker(deps, { settings: webhooks, isLeader: scheduler.isLeader })
-  const app = createApp({ ...deps, isLeader: scheduler.isLeader, webhooks, onRequestDone: deps.metrics.requestDone })
+  const app = createApp({ ...deps, isLeader: scheduler.isLeader, webhooks })
   signals.opened(() => stopApp(app))
   await appReady(app) // the first price snapshot, so the node is ready when it starts listening
   if (signals.stopping) return // its stop is closing what was opened, and exits

@@ -367,7 +367,7 @@ export function createMetrics(options: MetricsOptions = {}) {
 
   return {
     registry,
-    /** The consumer of every request's record (`onRequestDone`). */
+    /** The consumer of every request's record (createApp hands it each one). */
     requestDone,
     quotaAdmitted,
     quotaRejected,

@@ -31,7 +31,7 @@ const { db } = database
 /** The app served as index.ts serves it: its metrics fed every request's record, on a listener of their own. */
 function servedWithMetrics(redis?: Awaited<ReturnType<typeof testRedis>>) {
   const metrics = createMetrics()
-  const server = startServer({ db, redis, logger: testLogger, metrics, onRequestDone: metrics.requestDone })
+  const server = startServer({ db, redis, logger: testLogger, metrics })
   const listener = serveMetrics(metrics, { hostname: '127.0.0.1', port: 0, logger: testLogger })
   afterAll(() => listener.stop(true), 30_000)
   const base = `http://127.0.0.1:${listener.port}`
