@@ -17,6 +17,17 @@ export interface SearchableCard {
   marketPrice: number | null
 }
 
+/**
+ * The cards an index is built from, read one at a time: `at(i)` may fill and return the same object
+ * on every call, so a snapshot's columns are read without an object per card (204k objects were
+ * 24 MB at the peak of a rebuild, docs/adr/0129-the-rebuild-s-peak-and-the-type-ahead-s-tail.md).
+ */
+export interface SearchableCards {
+  readonly length: number
+  /** Card i; valid until the next call. */
+  at(i: number): SearchableCard
+}
+
 export type IndexSort = 'relevance' | 'price_asc' | 'price_desc' | 'name'
 
 export interface IndexQuery {
@@ -387,7 +398,8 @@ class Postings {
     this.byPrefix = buildLists(slots, (add) => {
       for (let i = 0; i < items; i++) {
         const c = cleanOf[i]!
-        for (const slotOf of prefixSlots) {
+        for (let length = 0; length < prefixSlots.length; length++) {
+          const slotOf = prefixSlots[length]!
           let last = -1
           for (let j = start[c]!, end = start[c + 1]!; j < end; j++) {
             const slot = slotOf[values[j]!]!
@@ -507,11 +519,11 @@ export class SearchIndex {
   private cleanStamp = 0
   private readonly corrections = new LRUCache<string, Int32Array>({ max: CORRECTIONS_KEPT })
 
-  static build(cards: readonly SearchableCard[]): SearchIndex {
-    return new SearchIndex(cards)
+  static build(cards: readonly SearchableCard[] | SearchableCards): SearchIndex {
+    return new SearchIndex(Array.isArray(cards) ? { length: cards.length, at: (i) => cards[i]! } : (cards as SearchableCards))
   }
 
-  private constructor(input: readonly SearchableCard[]) {
+  private constructor(input: SearchableCards) {
     const n = input.length
     this.size = n
     // Distinct clean names and display names: each is split, measured and ordered once, however many cards share it.
@@ -524,7 +536,7 @@ export class SearchIndex {
     const cleanOfName: number[] = []
     const cleanNames: string[] = []
     for (let i = 0; i < n; i++) {
-      const card = input[i]!
+      const card = input.at(i)
       const name = codeOf(nameMap, card.name)
       nameOfInput[i] = name
       if (name === cleanOfName.length) cleanOfName.push((cleanOfInput[i] = codeOf(cleanMap, card.cleanName)))
@@ -567,7 +579,7 @@ export class SearchIndex {
     const setsOfPrintings = new Map<readonly string[], Uint32Array[]>()
     for (let p = 0; p < n; p++) {
       const i = inputAt[p]!
-      const card = input[i]!
+      const card = input.at(i)
       this.ids[p] = card.id
       this.gameIds[p] = card.gameId
       this.setIds[p] = card.setId
@@ -589,7 +601,7 @@ export class SearchIndex {
         // Cards given an array each (many printings, see snapshot.ts's buildSearch) would only fill the map.
         if (setsOfPrintings.size < SHARED_PRINTING_LISTS) setsOfPrintings.set(card.printings, sets)
       }
-      for (const set of sets) set[p >>> 5]! |= 1 << (p & 31)
+      for (let k = 0; k < sets.length; k++) sets[k]![p >>> 5]! |= 1 << (p & 31)
     }
     setsOfPrintings.clear()
     const positionByIdRank = inverse(idRanks)

@@ -200,4 +200,21 @@ describe('PriceSnapshot, against its rules written plainly', () => {
     expect(snapshot.search).toBe(index)
     expect(snapshot.search.search({ text: source.cards.cleanName[0]!, sort: 'relevance', offset: 0, limit: 100 }).ids).toContain(someId)
   })
+
+  test('forSearch: the same cards, prices and index, and a loud refusal of the rows it does not hold', () => {
+    const { source } = randomSource()
+    const snapshot = PriceSnapshot.build(source, new Date())
+    const twin = snapshot.forSearch()
+    const someId = source.cards.id[0]!
+    expect(twin.version).toBe(snapshot.version)
+    expect(twin.search).toBe(snapshot.search)
+    expect(twin.cardWithPrice(someId)).toEqual(snapshot.cardWithPrice(someId)!)
+    const selection = twin.selectBulk([someId])
+    expect(() => twin.bulkJson(selection, '', '')).toThrow('search-only')
+    expect(() => twin.bulkObjects(selection)).toThrow('search-only')
+    expect(() => twin.topMovers({ period: '24h', direction: 'up', limit: 5 })).toThrow('search-only')
+    expect(() => twin.topMoversJson({ period: '24h', direction: 'up', limit: 5 })).toThrow('search-only')
+    expect(() => twin.changesAfter({ at: '', cardId: 0, printing: '' }, undefined, 5)).toThrow('search-only')
+    expect(snapshot.bulkObjects(snapshot.selectBulk([someId]))).toHaveLength(1)
+  })
 })

@@ -51,6 +51,9 @@ export interface ChangePosition {
 /** Serialised movers answers a snapshot keeps: a few MB at most (50 rows of about 400 bytes each). */
 const MOVER_ANSWERS_KEPT = 2_048
 
+/** The empty row lists of a snapshot made for search only (forSearch). */
+const NO_ROWS = new Int32Array(0)
+
 /** "Any" in a movers key: null, which no game, type or printing name can equal. */
 const ANY = null
 
@@ -199,6 +202,42 @@ export class PriceSnapshot {
     return this.index
   }
 
+  /**
+   * This snapshot as search and autocomplete read it (store.ts's `searching`): the same cards,
+   * prices and index, without the bulk rows, movers and change lists, so that once prices move on to
+   * the next snapshot, searches still answering from this one while the next index is built do not
+   * keep those alive (about 36 MB on `large`, docs/adr/0129-the-rebuild-s-peak-and-the-type-ahead-s-tail.md).
+   */
+  forSearch(): PriceSnapshot {
+    const twin = new PriceSnapshot(this.version, this.builtAt, this.fingerprint, {
+      cards: this.cards,
+      prices: this.prices,
+      gamesById: this.gamesById,
+      setsById: this.setsById,
+      firstPrice: this.firstPrice,
+      cardPrices: this.cardPrices,
+      priceCard: NO_ROWS,
+      bulkChunks: [],
+      bulkIndex: this.bulkIndex,
+      moverRows: NO_ROWS,
+      movers: new Map(),
+      changes: new Map(),
+      priceCount: this.priceCount,
+      asOf: this.asOf,
+    })
+    twin.index = this.search
+    twin.searchOnly = true
+    return twin
+  }
+
+  /** True for the twin forSearch makes: it holds no bulk rows, movers or change lists. */
+  private searchOnly = false
+
+  /** Refuses a read of rows a search-only twin does not hold: a loud bug rather than an empty answer. */
+  private holdingRows(): void {
+    if (this.searchOnly) throw new Error('a search-only snapshot holds no bulk rows, movers or change lists')
+  }
+
   /** Whether `search` can be read: the index is built. */
   get searchable(): boolean {
     return this.index !== undefined
@@ -261,6 +300,7 @@ export class PriceSnapshot {
    * (docs/adr/0048-bulk-prices-how-a-500-id-answer-is-assembled.md).
    */
   bulkJson(selection: BulkSelection, head: string, tail: string): Buffer {
+    this.holdingRows()
     const { slots, count } = selection
     if (count === 0) return Buffer.from(`${head}[]${tail}`)
     const index = this.bulkIndex
@@ -285,6 +325,7 @@ export class PriceSnapshot {
 
   /** The selected cards' Bulk price rows as objects (for msgpack), made from the columns. */
   bulkObjects(selection: BulkSelection): BulkPriceRow[] {
+    this.holdingRows()
     const { prices } = this
     const foilCodes = foilPrintings(prices)
     return Array.from(selection.slots.subarray(0, selection.count), (slot) => {
@@ -325,6 +366,7 @@ export class PriceSnapshot {
    * MOVER_ANSWERS_KEPT are kept; past that the oldest goes.
    */
   topMoversJson(filter: MoverFilter): { json: string; count: number } {
+    this.holdingRows()
     const key = `${moverKeyOf(filter)}${filter.limit}`
     let answer = this.moverAnswers.get(key)
     if (!answer) {
@@ -338,6 +380,7 @@ export class PriceSnapshot {
 
   /** The top movers under the filter: the head of one pre-sorted list. */
   topMovers(filter: MoverFilter): TopMoverRow[] {
+    this.holdingRows()
     const list = this.movers.get(moverKeyOf(filter))?.subarray(0, filter.limit) ?? []
     const { cards, prices } = this
     const change = changeColumn(prices, filter.period)
@@ -369,6 +412,7 @@ export class PriceSnapshot {
 
   /** Up to `limit` price rows updated after `position`, oldest first, of one game or all; `more` when others follow. */
   changesAfter(position: ChangePosition, gameId: number | undefined, limit: number): { rows: PriceRow[]; more: boolean } {
+    this.holdingRows()
     const list = this.changes.get(gameId ?? '*') ?? new Int32Array(0)
     const { cards, prices } = this
     const compareToPosition = (price: number) =>
@@ -419,13 +463,17 @@ function ranksBy(values: string[], compare: (a: string, b: string) => number): I
   return rank
 }
 
-/** Sorts list[from, to) by key, stable: the ranges are a card's few prices. */
-function sortRange(list: Int32Array, from: number, to: number, key: (item: number) => number): void {
+/**
+ * Sorts price rows list[from, to) by their printing's rank, stable: the ranges are a card's few
+ * prices. Ranks and printings are passed, not a key function: a closure made per card was 204k
+ * short-lived objects at the peak of a rebuild (docs/adr/0129-the-rebuild-s-peak-and-the-type-ahead-s-tail.md).
+ */
+function sortByPrinting(list: Int32Array, from: number, to: number, rank: Int32Array, printing: Uint16Array): void {
   for (let i = from + 1; i < to; i++) {
     const item = list[i]!
-    const itemKey = key(item)
+    const itemKey = rank[printing[item]!]!
     let j = i - 1
-    while (j >= from && key(list[j]!) > itemKey) {
+    while (j >= from && rank[printing[list[j]!]!]! > itemKey) {
       list[j + 1] = list[j]!
       j--
     }
@@ -454,8 +502,7 @@ function groupPrices(cards: CardColumns, prices: PriceColumns, bulkIndex: BulkIn
     const kind = gamesById.get(cards.gameId[row]!)?.kind ?? ''
     let ranks = ranksOfKind.get(kind)
     if (!ranks) ranksOfKind.set(kind, (ranks = ranksBy(prices.printings.values, printingOrder(kind))))
-    const rank = ranks
-    sortRange(cardPrices, firstPrice[row]!, firstPrice[row + 1]!, (price) => rank[prices.printing[price]!]!)
+    sortByPrinting(cardPrices, firstPrice[row]!, firstPrice[row + 1]!, ranks, prices.printing)
   }
   return { firstPrice, cardPrices, priceCard }
 }
@@ -529,7 +576,7 @@ function serialiseBulkRows(cards: CardColumns, prices: PriceColumns, { firstPric
 /** The newest update time of the rows, by code point (ISO text), or null when there are none. */
 function newestUpdate(prices: PriceColumns, rows: Int32Array): string | null {
   const used = new Uint8Array(prices.times.values.length)
-  for (const price of rows) used[prices.lastUpdatedAt[price]!] = 1
+  for (let i = 0; i < rows.length; i++) used[prices.lastUpdatedAt[rows[i]!]!] = 1
   let newest: string | null = null
   for (let code = 0; code < used.length; code++) {
     const time = prices.times.values[code]!
@@ -540,11 +587,10 @@ function newestUpdate(prices: PriceColumns, rows: Int32Array): string | null {
 
 /** The search index over every card, its prices already in printing order (the primary first). */
 function buildSearch(cards: CardColumns, prices: PriceColumns, firstPrice: Int32Array, cardPrices: Int32Array): SearchIndex {
-  const searchable: SearchableCard[] = new Array(cards.length)
   // Cards share a few sets of printings: one array per set (by a bit per printing, while there are few), not one per card.
   const shared = new Map<number, readonly string[]>()
   const byBits = prices.printings.values.length <= 30
-  for (let row = 0; row < cards.length; row++) {
+  const printingsOf = (row: number): readonly string[] => {
     let bits = 0
     if (byBits) for (let at = firstPrice[row]!; at < firstPrice[row + 1]!; at++) bits |= 1 << prices.printing[cardPrices[at]!]!
     let printings = byBits ? shared.get(bits) : undefined
@@ -554,20 +600,26 @@ function buildSearch(cards: CardColumns, prices: PriceColumns, firstPrice: Int32
       printings = own
       if (byBits) shared.set(bits, own)
     }
-    const primary = firstPrice[row]! < firstPrice[row + 1]! ? cardPrices[firstPrice[row]!]! : -1
-    searchable[row] = {
-      id: cards.id[row]!,
-      name: cards.name[row]!,
-      cleanName: cards.cleanName[row]!,
-      gameId: cards.gameId[row]!,
-      setId: cards.setId[row]!,
-      productType: cards.productTypes.values[cards.productType[row]!]!,
-      rarity: cards.rarities.values[cards.rarity[row]!]!,
-      printings,
-      marketPrice: primary < 0 ? null : orNull(prices.marketPrice.get(primary)),
-    }
+    return printings
   }
-  return SearchIndex.build(searchable)
+  // One object refilled per card: the index reads a card's fields and lets it go.
+  const card: SearchableCard = { id: 0, name: '', cleanName: '', gameId: 0, setId: 0, productType: '', rarity: '', printings: [], marketPrice: null }
+  return SearchIndex.build({
+    length: cards.length,
+    at(row) {
+      const primary = firstPrice[row]! < firstPrice[row + 1]! ? cardPrices[firstPrice[row]!]! : -1
+      card.id = cards.id[row]!
+      card.name = cards.name[row]!
+      card.cleanName = cards.cleanName[row]!
+      card.gameId = cards.gameId[row]!
+      card.setId = cards.setId[row]!
+      card.productType = cards.productTypes.values[cards.productType[row]!]!
+      card.rarity = cards.rarities.values[cards.rarity[row]!]!
+      card.printings = printingsOf(row)
+      card.marketPrice = primary < 0 ? null : orNull(prices.marketPrice.get(primary))
+      return card
+    },
+  })
 }
 
 /** A short, stable name for the data behind a fingerprint. */
@@ -602,11 +654,14 @@ function inFeedOrder(cards: CardColumns, prices: PriceColumns, { firstPrice, car
   const rank = ranksBy(prices.printings.values, byCodePoint)
   const feed = new Int32Array(cardPrices.length)
   let at = 0
-  for (const row of cardsById(cards.id)) {
+  const byId = cardsById(cards.id)
+  for (let i = 0; i < byId.length; i++) {
+    const row = byId[i]!
     const from = firstPrice[row]!
     const to = firstPrice[row + 1]!
-    feed.set(cardPrices.subarray(from, to), at)
-    sortRange(feed, at, at + to - from, (price) => rank[prices.printing[price]!]!)
+    // Copied by a loop: a subarray per card was another 204k short-lived objects.
+    for (let price = from; price < to; price++) feed[at + price - from] = cardPrices[price]!
+    sortByPrinting(feed, at, at + to - from, rank, prices.printing)
     at += to - from
   }
   return feed
@@ -624,10 +679,11 @@ function inFeedOrder(cards: CardColumns, prices: PriceColumns, { firstPrice, car
 function buildMovers(feed: Int32Array, cards: CardColumns, prices: PriceColumns, priceCard: Int32Array): { moverRows: Int32Array; movers: Map<string, Int32Array> } {
   // In tie-break order (card id, then printing), so a tie on the change is settled by position alone.
   let count = 0
-  for (const price of feed) if (!Number.isNaN(prices.marketPrice.get(price))) count++
+  // Index loops here and in buildChanges: for…of over a typed array made an object per element until the JIT caught up (docs/adr/0129-the-rebuild-s-peak-and-the-type-ahead-s-tail.md).
+  for (let i = 0; i < feed.length; i++) if (!Number.isNaN(prices.marketPrice.get(feed[i]!))) count++
   const rows = new Int32Array(count)
   count = 0
-  for (const price of feed) if (!Number.isNaN(prices.marketPrice.get(price))) rows[count++] = price
+  for (let i = 0; i < feed.length; i++) if (!Number.isNaN(prices.marketPrice.get(feed[i]!))) rows[count++] = feed[i]!
 
   // Each row's group (game, product type, printing): by game, then type and printing codes, without a string key per row.
   const groups: [number, string, string][] = []
@@ -750,14 +806,14 @@ export function rankByMove(changes: Float64Array): Record<MoverDirection, Int32A
 function buildChanges(feed: Int32Array, cards: CardColumns, prices: PriceColumns, priceCard: Int32Array): Map<number | '*', Int32Array> {
   const rank = ranksBy(prices.times.values, byCodePoint)
   const starts = new Int32Array(rank.length + 1)
-  for (const price of feed) starts[rank[prices.lastUpdatedAt[price]!]! + 1]!++
+  for (let i = 0; i < feed.length; i++) starts[rank[prices.lastUpdatedAt[feed[i]!]!]! + 1]!++
   for (let r = 0; r < rank.length; r++) starts[r + 1]! += starts[r]!
   const all = new Int32Array(feed.length)
-  for (const price of feed) all[starts[rank[prices.lastUpdatedAt[price]!]!]!++] = price
+  for (let i = 0; i < feed.length; i++) all[starts[rank[prices.lastUpdatedAt[feed[i]!]!]!]!++] = feed[i]!
 
   const sizes = new Map<number, number>()
-  for (const price of all) {
-    const gameId = cards.gameId[priceCard[price]!]!
+  for (let i = 0; i < all.length; i++) {
+    const gameId = cards.gameId[priceCard[all[i]!]!]!
     sizes.set(gameId, (sizes.get(gameId) ?? 0) + 1)
   }
   const byGame = new Int32Array(all.length)
@@ -769,7 +825,8 @@ function buildChanges(feed: Int32Array, cards: CardColumns, prices: PriceColumns
     changes.set(gameId, byGame.subarray(at, at + size))
     at += size
   }
-  for (const price of all) {
+  for (let i = 0; i < all.length; i++) {
+    const price = all[i]!
     const gameId = cards.gameId[priceCard[price]!]!
     const place = next.get(gameId)!
     byGame[place] = price

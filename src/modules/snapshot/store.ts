@@ -85,7 +85,10 @@ export function snapshotStore(deps: {
   const load = deps.load ?? loadSnapshotSource
   /** Prices, movers, the change feed: the newest snapshot. */
   let current: PriceSnapshot | undefined
-  /** Search and autocomplete: the newest snapshot whose index is built (current, or the one before while current's is built). */
+  /**
+   * Search and autocomplete: the newest snapshot whose index is built (current, or the one before
+   * while current's is built), as searches read it (`forSearch`: without its bulk rows, movers and changes).
+   */
   let searchable: PriceSnapshot | undefined
   let buildMs = 0
   let searchIndexMs = 0
@@ -98,7 +101,7 @@ export function snapshotStore(deps: {
     const fingerprint = await readFingerprint(deps.db)
     if (current && fingerprint === current.fingerprint) {
       // A build whose index failed left its prices serving: the index is still owed.
-      if (searchable !== current) await indexFor(current)
+      if (searchable?.version !== current.version) await indexFor(current)
       return current
     }
     // Under load the heap holds the requests' garbage: collected first, its room takes the new rows.
@@ -130,7 +133,7 @@ export function snapshotStore(deps: {
     snapshot.buildSearchIndex()
     collect() // the index's scaffolding (without it and the collection after the movers, /ready's RSS on `large` was 16 MB higher)
     searchIndexMs = Math.round(deps.clock.monotonic() - started)
-    searchable = snapshot
+    searchable = snapshot.forSearch()
     deps.logger.info(
       { version: snapshot.version, ms: searchIndexMs, search_index_bytes: snapshot.search.bytes, search_index_words: snapshot.search.words, rss_mb: rssMb() },
       'search index built',
@@ -162,6 +165,13 @@ export function snapshotStore(deps: {
     return queued
   }
 
+  /** The first build's search twin, once built. A caller may drop the promise (a hot route that does not wait): its failure is the build's, logged by start. */
+  function searchableOnceBuilt(): Promise<PriceSnapshot> {
+    const built = (building ?? refresh()).then(() => searchable!)
+    built.catch(() => {})
+    return built
+  }
+
   void refresh().catch(() => {})
   const poll = deps.clock.every(deps.pollMs ?? SNAPSHOT_POLL_MS, () => void refresh().catch(() => {}), { unref: true })
 
@@ -182,7 +192,7 @@ export function snapshotStore(deps: {
   return {
     // Before the first snapshot (or after a failed first build) requests wait for a build: its prices and its index.
     get: () => current ?? building ?? refresh(),
-    searching: { get: () => searchable ?? building ?? refresh() },
+    searching: { get: () => searchable ?? searchableOnceBuilt() },
     refresh,
     status() {
       if (!current || !searchable) return null
