@@ -39,6 +39,7 @@ interface Bench {
  */
 const BENCHES: Bench[] = [
   { name: 'hot-path', catalog: '`small` (BENCH_DATABASE_URL)', redis: true },
+  { name: 'compression', catalog: '`small` (BENCH_DATABASE_URL)', redis: true },
   { name: 'public-catalog', catalog: '`small` (BENCH_DATABASE_URL)', redis: false },
   { name: 'webhook-delivery', catalog: '`tiny` (BENCH_DELIVERY_DATABASE_URL)', redis: false },
   { name: 'first-start', catalog: 'none: embedded PGlite in a fresh data directory, `small` seeded every run', redis: false },

@@ -3,9 +3,11 @@
  * where a request's CPU goes: `elysia` is a bare Elysia app with one route; `app` is the whole
  * service app (configured from the environment like src/index.ts, with its global hooks, every
  * route registered, the key guard and the quota store) plus routes that answer the bytes without
- * the route's own work: two among the Bun routes that answer repeats before Elysia, with a repeat
- * answer's headers (no key check, no charge), the second also reading the URL and the key and
- * copying the body as a repeat does; one Elysia route open and one behind the key guard.
+ * the route's own work: among the Bun routes that answer repeats before Elysia, one with a repeat
+ * answer's headers (no key check, no charge), the same through the request id's step (with no
+ * consumer of the record, then with the access log writing its line to stdout), and one also
+ * reading the URL and the key and copying the body as a repeat does; one Elysia route open and one
+ * behind the key guard.
  *
  *   bun bench/breakdown-server.ts <body file> elysia|app
  *
@@ -17,6 +19,11 @@ import { loadConfig } from '../src/config'
 import { createDeps } from '../src/deps'
 import { KEY_GUARD_ERRORS } from '../src/modules/auth/guard'
 import { moveSetHeaders } from '../src/modules/prices/respond'
+import { lastResortErrorResponse } from '../src/shared/http'
+import { createLogger } from '../src/shared/logger'
+import { requestTracking } from '../src/shared/request-id'
+import { accessLog } from '../src/shared/request-log'
+import type { RequestDone } from '../src/shared/request-record'
 
 const [file = '', layer = 'app'] = process.argv.slice(2)
 const body = await Bun.file(file).bytes()
@@ -48,7 +55,16 @@ if (layer === 'elysia') {
   const tail = Buffer.from(body.subarray(-32)).toString('latin1')
   // Beside the hot routes, before listen reads them: a repeat answer's six headers, fixed; and
   // the same plus what no keyed repeat can skip (its URL and key read, the body copied with a tail).
-  base.config.serve.routes['/bench/answer'] = { GET: () => new Response(body, { headers: answerHeaders() }) }
+  const answer = () => new Response(body, { headers: answerHeaders() })
+  base.config.serve.routes['/bench/answer'] = { GET: answer }
+  // The same answer through the request id's step, as the service's every request passes it; the
+  // access log's line goes to this process's stdout at info whatever LOG_LEVEL says.
+  const throughStep = (done: RequestDone | undefined) => {
+    const step = requestTracking({ clock: deps.clock, done, routeOf: () => '/bench/answer', lastResort: lastResortErrorResponse(deps.logger) })('/bench/answer')
+    return { GET: (request: Request) => step(request, answer) }
+  }
+  base.config.serve.routes['/bench/tracked'] = throughStep(undefined)
+  base.config.serve.routes['/bench/logged'] = throughStep(accessLog(createLogger('info'), deps.clock).done)
   base.config.serve.routes['/bench/unavoidable'] = {
     GET: (request: Request) => {
       if (request.url.length === 0 || request.headers.get('x-api-key') === null) return new Response(null, { status: 401 })

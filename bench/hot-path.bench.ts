@@ -10,7 +10,11 @@
  * - keyed `GET /v1/bulk/prices` with 500 ids: ≤ 1.25× the route's own work in a bare Bun.serve
  *   (bench/bulk-gather-server.ts); the same-bytes ratio is reported;
  * - keyed runs spread their requests over many Business accounts (one key each, taken in turn) so no
- *   quota runs out, and run again on one hot account: many-accounts CPU per request ≤ 1.2× hot.
+ *   quota runs out, and run again on one hot account: many-accounts CPU per request ≤ 1.2× hot;
+ * - the access log (docs/adr/0128-the-access-line-written-as-bytes.md): keyed card prices and top
+ *   movers also run on a second service with ACCESS_LOG=false in the same rounds; the keyed ratio
+ *   with the log on may exceed the one with it off by no more than the noise, the spread of the
+ *   off ratio over the rounds.
  *
  *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/tcg_bench \
  *   BENCH_REDIS_URL=redis://127.0.0.1:6379 bun bench/hot-path.bench.ts
@@ -80,10 +84,12 @@ interface Scenario {
   yardstick: 'same bytes' | 'route work'
   /** Also measure the same-bytes yardstick, reported beside the judged one. */
   alsoSameBytes?: boolean
+  /** Also run the service with ACCESS_LOG=false, judged against the keyed ratio with the log on. */
+  accessLogOff?: boolean
 }
 const SCENARIOS: Scenario[] = [
-  { name: 'GET /v1/cards/:id/prices', paths: cardIds.map((id) => `/v1/cards/${id}/prices`), keyed: true, maxRatio: 2, yardstick: 'same bytes' },
-  { name: 'GET /v1/prices/top-movers', paths: moverPaths, keyed: true, maxRatio: 2, yardstick: 'same bytes' },
+  { name: 'GET /v1/cards/:id/prices', paths: cardIds.map((id) => `/v1/cards/${id}/prices`), keyed: true, maxRatio: 2, yardstick: 'same bytes', accessLogOff: true },
+  { name: 'GET /v1/prices/top-movers', paths: moverPaths, keyed: true, maxRatio: 2, yardstick: 'same bytes', accessLogOff: true },
   { name: 'GET /v1/games?per_page=5', paths: ['/v1/games?per_page=5'], keyed: false, maxRatio: 1.3, yardstick: 'same bytes' },
   { name: 'GET /v1/bulk/prices (500 ids)', paths: bulkPaths, keyed: true, maxRatio: 1.25, yardstick: 'route work', alsoSameBytes: true },
 ]
@@ -160,6 +166,8 @@ async function breakdown() {
   const layers: { name: string; server: Listening; requests: BenchRequest[] }[] = [
     { name: 'bare Bun.serve', server: servers.bare, requests: keyed('/') },
     { name: "a Bun route in the service's app, with a repeat answer's six headers", server: servers.app, requests: keyed('/bench/answer') },
+    { name: "the same through the request id's step: the id, X-Request-Id, the record (no consumer)", server: servers.app, requests: keyed('/bench/tracked') },
+    { name: 'the same with the access log writing its line (stdout, a pipe this bench reads)', server: servers.app, requests: keyed('/bench/logged') },
     {
       name: 'the same, reading the URL and the key header and copying the body with a tail: what no keyed repeat can skip',
       server: servers.app,
@@ -193,6 +201,10 @@ const loadBefore = loadavg()
 console.error('starting the service')
 // The every-minute condition re-crawl is background work, not the requests' own: it would land in whichever run it overlaps.
 const service = await spawnBenchService(DATABASE_URL, REDIS_URL, accounts.redisPrefix, { CONDITION_RECRAWL_PER_MINUTE: '0' })
+// The same service without its access log, run in the same rounds (the request id's step stays: it is not switchable).
+const withoutAccessLog = SCENARIOS.some((s) => s.accessLogOff && (!ONLY || s.name.includes(ONLY)))
+  ? await spawnBenchService(DATABASE_URL, REDIS_URL, accounts.redisPrefix, { CONDITION_RECRAWL_PER_MINUTE: '0', ACCESS_LOG: 'false' })
+  : undefined
 try {
   for (const scenario of SCENARIOS.filter((s) => !ONLY || s.name.includes(ONLY))) {
     console.error(`${scenario.name}: preparing`)
@@ -212,16 +224,21 @@ try {
       const bare = yardsticks.map(({ label }) => ({ label, runs: [] as LoadRun[] }))
       const many: Measured = { label: scenario.keyed ? `service, keys of ${ACCOUNTS} accounts` : 'service', runs: [] }
       const hot: Measured = { label: 'service, one hot account', runs: [] }
+      const off = scenario.accessLogOff ? withoutAccessLog : undefined
+      const offMeasured: Measured = { label: `${many.label}, ACCESS_LOG=false`, runs: [] }
+      const offHot: Measured = { label: `${hot.label}, ACCESS_LOG=false`, runs: [] }
+      // Its own accounts: both services at full speed would take most of 32 daily quotas.
+      const offRequests = off ? keyedRequests(scenario.paths, await Promise.all(Array.from({ length: ACCOUNTS }, () => accounts.freshKey()))) : []
       const run = (server: Listening, requests: BenchRequest[], seconds: number, maxRequests?: number) =>
         load({ url: server.url, pid: server.child.pid, requests, connections: CONNECTIONS, seconds, maxRequests })
       // One-second runs, each on a fresh account, so none nears its quota and none idles at the cap.
-      const hotRun = async (seconds: number) => {
+      const hotRun = async (seconds: number, server = service) => {
         const runs: LoadRun[] = []
         for (let second = 0; second < seconds; second++) {
           const key = await accounts.freshKey()
           runs.push(
             await run(
-              service,
+              server,
               scenario.paths.map((path) => ({ path, headers: keyHeaders(key) })),
               1,
               HOT_REQUESTS,
@@ -233,16 +250,25 @@ try {
       // Warm-up: the JIT and every cache, on both sides.
       for (const { server } of yardsticks) await run(server, manyRequests, WARMUP_SECONDS)
       await run(service, manyRequests, WARMUP_SECONDS)
+      if (off) await run(off, offRequests, WARMUP_SECONDS)
       if (scenario.keyed) await hotRun(WARMUP_SECONDS)
+      if (off) await hotRun(WARMUP_SECONDS, off)
       for (let round = 1; round <= ROUNDS; round++) {
         console.error(`${scenario.name}: round ${round} of ${ROUNDS}`)
         for (const [i, { server }] of yardsticks.entries()) bare[i]!.runs.push(await run(server, manyRequests, SECONDS))
+        // The log on and off in turn, each first every other round, so a drift of the machine favours neither.
+        if (off && round % 2 === 0) offMeasured.runs.push(await run(off, offRequests, SECONDS))
         many.runs.push(await run(service, manyRequests, SECONDS))
+        if (off && round % 2 === 1) offMeasured.runs.push(await run(off, offRequests, SECONDS))
         if (scenario.keyed) hot.runs.push(await hotRun(SECONDS))
+        // The same hot-account runs, so both services have served the same requests (accounts, keys, leases) when compared.
+        if (off) offHot.runs.push(await hotRun(SECONDS, off))
       }
       for (const measured of bare) detail(scenario.name, measured)
       detail(scenario.name, many)
+      if (off) detail(scenario.name, offMeasured)
       if (scenario.keyed) detail(scenario.name, hot)
+      if (off) detail(scenario.name, offHot)
 
       // Judged per round (each pair back to back), on the median round.
       const ratioOf = (a: Measured, b: Measured) => median(a.runs.map((r, i) => r.cpuPerRequestUs / b.runs[i]!.cpuPerRequestUs))
@@ -256,6 +282,24 @@ try {
           value: ratioCell(ratio),
           budget: judged ? `≤ ${scenario.maxRatio}×` : 'reported',
           pass: judged ? ratio <= scenario.maxRatio : undefined,
+        })
+      }
+      if (off) {
+        // The same-bytes yardstick's rounds pair with both services' (each round runs all three).
+        const sameBytes = bare[yardsticks.findIndex((y) => y.label.startsWith('bare'))]!
+        const perRound = (measured: Measured) => measured.runs.map((r, i) => r.cpuPerRequestUs / sameBytes.runs[i]!.cpuPerRequestUs)
+        const [on, without] = [perRound(many), perRound(offMeasured)]
+        const noise = Math.max(...without) - Math.min(...without)
+        const excess = median(on) - median(without)
+        budgets.push({
+          bench: 'hot-path',
+          measure:
+            `${scenario.name}: keyed ratio with the access log on − off (${ratioCell(median(on))} − ${ratioCell(median(without))}; ` +
+            `per round on ${on.map(ratioCell).join(' ')}, off ${without.map(ratioCell).join(' ')}; ` +
+            `CPU per request ${us(median(many.runs.map((r) => r.cpuPerRequestUs)))} against ${us(median(offMeasured.runs.map((r) => r.cpuPerRequestUs)))} µs)`,
+          value: `${excess >= 0 ? '+' : ''}${excess.toFixed(2)}`,
+          budget: `≤ noise: the off ratio's spread over the rounds, ${noise.toFixed(2)}`,
+          pass: excess <= noise,
         })
       }
       if (scenario.keyed) {
@@ -275,6 +319,7 @@ try {
   if (!ONLY || 'breakdown'.includes(ONLY)) await breakdown()
 } finally {
   await stop(service)
+  if (withoutAccessLog) await stop(withoutAccessLog)
   await accounts.cleanup(REDIS_URL)
   await database.close()
 }

@@ -17,6 +17,7 @@ import { snapshotStore } from './modules/snapshot/store'
 import { webhookRoutes } from './modules/webhooks/routes'
 import { NO_WEBHOOK_SETTINGS, type WebhookSettings } from './modules/webhooks/settings'
 import { BUN_SERVE_OPTIONS, connectionTimeoutSeconds, ELYSIA_OPTIONS } from './shared/bun-workarounds'
+import { compressionStep } from './shared/compression'
 import { registerFormats } from './shared/formats'
 import { type Handler, hotRoutes } from './shared/hot-routes'
 import { errorHandler, lastResortErrorResponse } from './shared/http'
@@ -124,7 +125,8 @@ export function createApp(deps: AppDeps) {
     routeOf: (request) => routeOf(request),
     lastResort,
   })
-  const steps = deps.requestSteps ?? []
+  // Compression inside the tracking, so the request's record counts the bytes sent (docs/adr/0127-response-compression.md).
+  const steps = [compressionStep, ...(deps.requestSteps ?? [])]
   const appFetch: Handler = (request) => app.fetch(request)
   const serveRoutes = app.config.serve!.routes as Record<string, Handler | { GET: Handler }>
   for (const [path, { GET }] of Object.entries(hot.serveRoutes(appFetch))) serveRoutes[path] = { GET: everyRequest([tracked(path), ...steps], GET) }

@@ -35,7 +35,7 @@ export function bytesResponse(body: Uint8Array | string, headers: Record<string,
  * `direct` stream, whose `pull` writes straight to the socket on this turn, with the headers.
  * Goes out chunked, like bytesResponse's streams.
  */
-export function writtenInParts(head: Uint8Array, tail: string): ReadableStream<Uint8Array> {
+export function writtenInParts(head: Uint8Array, tail: string | Uint8Array): ReadableStream<Uint8Array> {
   return new ReadableStream({
     type: 'direct',
     pull(controller) {

@@ -16,8 +16,10 @@ const inUrl = (character: string) => `(?:${character.replace(/[^0-9A-Za-z]/g, '\
  */
 const KEY_SHAPED = new RegExp(`${[...API_KEY_PREFIX].map(inUrl).join('')}(?:[0-9A-Za-z]|%[0-9A-Fa-f]{2}){5,}`, 'gi')
 
+const REDACTED = `${API_KEY_PREFIX}[redacted]`
+
 /** The line with every key-shaped value replaced by the prefix and `[redacted]`. */
-const redactKeys = (line: string) => line.replace(KEY_SHAPED, `${API_KEY_PREFIX}[redacted]`)
+const redactKeys = (line: string) => line.replace(KEY_SHAPED, REDACTED)
 
 /**
  * JSON logs to stdout. Credentials are redacted at the logger, so a careless `log.info({ headers })`
@@ -58,36 +60,94 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
 /** Loggers createLogger made for stdout (the service's own), whose frequent lines may be buffered. */
 const toStdout = new WeakSet<Logger>()
 
-/** How many characters of frequent lines wait before they are written: one write(2) for about 40 access lines. */
-const FREQUENT_LINES_BUFFER_CHARS = 8_192
+/** How many bytes of frequent lines wait before they are written: one write(2) for about 40 access lines. */
+const FREQUENT_LINES_FLUSH_BYTES = 8_192
+
+/** A string JSON writes as it is between its quotes: printable ASCII but `"` and `\`. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/
 
 /**
- * Where lines built by hand (the access line, docs/adr/0121-request-ids-and-the-access-log.md) are
- * written: each line scrubbed of key-shaped values like every other, into the logger's own
- * destination, so they never interleave with its other lines. A stdout logger's get there in
- * chunks of 8 KiB and at each `flush`, kept in an array (sonic-boom's own minLength buffer
- * measures the whole buffer again at every line); a logger with a destination of its own (tests)
- * gets each line at once.
+ * Where lines built by hand (the access line) are written: field by field as bytes into one
+ * reused buffer, no string made for the line (docs/adr/0128-the-access-line-written-as-bytes.md),
+ * each string scrubbed of key-shaped values like every other line, then into the logger's own
+ * destination, so they never interleave with its other lines. A stdout logger's lines wait until
+ * 8 KiB of them (about 40 access lines) or `flush`; a logger with a destination of its own (tests)
+ * gets each line as it ends.
  */
-export function frequentLines(logger: Logger): { write(line: string): void; flush(): void } {
-  const destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!
-  if (!toStdout.has(logger)) return { write: (line) => destination.write(redactKeys(line)), flush() {} }
-  let waiting: string[] = []
-  let waitingChars = 0
-  const flush = () => {
-    if (waiting.length === 0) return
-    const chunk = waiting.join('')
-    waiting = []
-    waitingChars = 0
-    destination.write(chunk)
+export class FrequentLines {
+  #bytes = Buffer.allocUnsafe(2 * FREQUENT_LINES_FLUSH_BYTES)
+  #length = 0
+  readonly #destination: pino.DestinationStream
+  readonly #buffered: boolean
+
+  constructor(logger: Logger) {
+    this.#destination = (logger as unknown as Record<symbol, pino.DestinationStream>)[pino.symbols.streamSym]!
+    this.#buffered = toStdout.has(logger)
   }
-  return {
-    write(line) {
-      waiting.push(redactKeys(line))
-      waitingChars += line.length
-      if (waitingChars >= FREQUENT_LINES_BUFFER_CHARS) flush()
-    },
-    flush,
+
+  /** ASCII that needs no escape and holds no key: a field's name, punctuation. */
+  ascii(text: string) {
+    this.#room(text.length)
+    const bytes = this.#bytes
+    let at = this.#length
+    for (let i = 0; i < text.length; i++) bytes[at++] = text.charCodeAt(i)
+    this.#length = at
+  }
+
+  /** A finite number as JSON writes it: a whole one digit by digit, any other through String. */
+  number(value: number) {
+    if (!Number.isSafeInteger(value) || value < 0) return this.ascii(String(value))
+    let digits = 1
+    for (let power = 10; power <= value; power *= 10) digits++
+    this.#room(digits)
+    const bytes = this.#bytes
+    let at = this.#length + digits
+    this.#length = at
+    do {
+      const rest = Math.floor(value / 10)
+      bytes[--at] = 48 + (value - rest * 10)
+      value = rest
+    } while (value > 0)
+  }
+
+  /** A string as JSON writes it, key-shaped values redacted: plain ASCII copied, anything else through JSON.stringify. */
+  string(value: string) {
+    const text = redactKeys(value)
+    if (!PLAIN.test(text)) {
+      const json = JSON.stringify(text)
+      this.#room(3 * json.length)
+      this.#length += this.#bytes.write(json, this.#length, 'utf8')
+      return
+    }
+    this.#room(text.length + 2)
+    const bytes = this.#bytes
+    let at = this.#length
+    bytes[at++] = 34
+    for (let i = 0; i < text.length; i++) bytes[at++] = text.charCodeAt(i)
+    bytes[at++] = 34
+    this.#length = at
+  }
+
+  /** Ends the line: its newline, then written at once to a destination of its own, or once 8 KiB wait. */
+  endLine() {
+    this.ascii('\n')
+    if (!this.#buffered || this.#length >= FREQUENT_LINES_FLUSH_BYTES) this.flush()
+  }
+
+  /** Writes the lines that wait. */
+  flush() {
+    if (this.#length === 0) return
+    const chunk = this.#bytes.toString('utf8', 0, this.#length)
+    this.#length = 0
+    this.#destination.write(chunk)
+  }
+
+  /** Room for `bytes` more: a line is never split, so a long one grows the buffer rather than being written in part. */
+  #room(bytes: number) {
+    if (this.#length + bytes <= this.#bytes.length) return
+    const larger = Buffer.allocUnsafe(2 * (this.#length + bytes))
+    this.#bytes.copy(larger, 0, 0, this.#length)
+    this.#bytes = larger
   }
 }
 

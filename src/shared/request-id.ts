@@ -24,6 +24,8 @@ interface RequestState {
   /** The body length its builder noted (withBodyLength), and the status it was noted with. */
   bytes: number | undefined
   bytesStatus: number
+  /** When the request entered the step (the clock's monotonic milliseconds). */
+  readonly started: number
 }
 
 const requests = new AsyncLocalStorage<RequestState>()
@@ -81,31 +83,44 @@ export interface RequestTracking {
 export function requestTracking(tracking: RequestTracking) {
   return (route?: string) =>
     (request: Request, next: (request: Request) => Response | Promise<Response>): Response | Promise<Response> => {
-      const started = tracking.clock.monotonic()
-      const state: RequestState = { id: requestIdFor(request.headers.get(REQUEST_ID_HEADER)), route, accountId: undefined, tier: undefined, bytes: undefined, bytesStatus: 0 }
-      const finish = (response: Response) => {
-        response.headers.set(REQUEST_ID_HEADER, state.id)
-        tracking.done?.({
-          method: request.method,
-          route: state.route ?? tracking.routeOf(request),
-          status: response.status,
-          durationMs: tracking.clock.monotonic() - started,
-          bytes: bodyLength(request.method, response, state),
-          accountId: state.accountId,
-          tier: state.tier,
-          requestId: state.id,
-        })
-        return response
+      const state: RequestState = {
+        id: requestIdFor(request.headers.get(REQUEST_ID_HEADER)),
+        route,
+        accountId: undefined,
+        tier: undefined,
+        bytes: undefined,
+        bytesStatus: 0,
+        started: tracking.clock.monotonic(),
       }
-      const fail = (error: unknown) => finish(requests.run(state, tracking.lastResort, error))
       let answer: Response | Promise<Response>
       try {
         answer = requests.run(state, next, request)
       } catch (error) {
-        return fail(error)
+        return finished(tracking, request, state, requests.run(state, tracking.lastResort, error))
       }
-      return answer instanceof Response ? finish(answer) : answer.then(finish, fail)
+      // A hot answer is finished here, with no closure made for it.
+      if (answer instanceof Response) return finished(tracking, request, state, answer)
+      return answer.then(
+        (response) => finished(tracking, request, state, response),
+        (error: unknown) => finished(tracking, request, state, requests.run(state, tracking.lastResort, error)),
+      )
     }
+}
+
+/** The answer with the request's id echoed, its record handed to `done`. */
+function finished(tracking: RequestTracking, request: Request, state: RequestState, response: Response): Response {
+  response.headers.set(REQUEST_ID_HEADER, state.id)
+  tracking.done?.({
+    method: request.method,
+    route: state.route ?? tracking.routeOf(request),
+    status: response.status,
+    durationMs: tracking.clock.monotonic() - state.started,
+    bytes: bodyLength(request.method, response, state),
+    accountId: state.accountId,
+    tier: state.tier,
+    requestId: state.id,
+  })
+  return response
 }
 
 /** RequestRecord `bytes`: none to send, else the noted length when the answer kept the status it was noted with, else a declared Content-Length. */

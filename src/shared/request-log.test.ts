@@ -63,6 +63,24 @@ describe('the access line', () => {
     expect(parsed().map(({ method, route, request_id, msg }) => [method, route, request_id, msg])).toEqual(odd.map((value) => [value, value, value, 'request']))
   })
 
+  test('numbers as JSON writes them: whole ones digit by digit, others as String gives them', () => {
+    const { log, parsed } = captured()
+    const numbers = [0, 7, 10, 99, 100, 1_000_000, 2 ** 53 - 1, -3, 1.5, 1e21]
+    for (const value of numbers) log.done!({ ...RECORD, status: value, bytes: value, accountId: value, durationMs: value })
+    expect(parsed().map(({ status, bytes, account_id, duration_ms }) => [status, bytes, account_id, duration_ms])).toEqual(
+      numbers.map((value) => [value, value, value, Math.round(value * 1000) / 1000]),
+    )
+  })
+
+  test('a line longer than the buffer is written whole, and the next one after it', () => {
+    const { lines, log, parsed } = captured()
+    const long = `/v1/${'ü"'.repeat(20_000)}`
+    log.done!({ ...RECORD, route: long })
+    log.done!(RECORD)
+    expect(lines).toHaveLength(2)
+    expect(parsed().map(({ route }) => route)).toEqual([long, RECORD.route])
+  })
+
   test('a key-shaped value in any field is redacted, the display prefix kept', () => {
     const { lines, log, parsed } = captured()
     const key = 'tcg_live_0123456789abcdefghijABCDEFGHIJ01'

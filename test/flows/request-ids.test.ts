@@ -1,11 +1,13 @@
 import { describe, expect, test } from 'bun:test'
 import { sql } from 'drizzle-orm'
 import type { App } from '../../src/app'
+import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/shared/logger'
 import type { RequestRecord } from '../../src/shared/request-record'
 import { accountWithKey } from '../helpers/auth'
 import { freshDatabase, selectRows, testClock } from '../helpers/db'
 import { TEST_DATABASE_URL } from '../helpers/env'
+import { eventually } from '../helpers/eventually'
 import { spawnUntilListening, stopProcess } from '../helpers/process'
 import { startServer } from '../helpers/server'
 import { rawExchange } from '../property/raw-http'
@@ -98,7 +100,7 @@ describe('X-Request-Id', () => {
     expect(new Set([first, repeat, notModified, docs, exported].map(({ requestId }) => requestId)).size).toBe(5)
   })
 
-  // Bun hands a target that is no path (CONNECT's authority form) to Elysia without its router.
+  // A target that is no path (CONNECT's authority form) reaches the app through Bun's catch-all route.
   test('a request Bun cannot route (CONNECT host:port) is answered with an id too', async () => {
     const port = Number(new URL(server.base).port)
     const request = `CONNECT 127.0.0.1:${port} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`
@@ -107,6 +109,32 @@ describe('X-Request-Id', () => {
     const header = outcome.response.headers.find(([name]) => name.toLowerCase() === 'x-request-id')?.[1]
     expect(header).toMatch(UUID)
     expect(JSON.parse(Buffer.from(outcome.response.body).toString()).error.request_id).toBe(header!)
+    // It passes the request step like any other: one access line, its route unmatched.
+    const [access] = await eventually(() => accessLines(header!).length === 1 && accessLines(header!))
+    expect(access).toMatchObject({ method: 'CONNECT', route: 'unmatched', status: outcome.response.status })
+  })
+
+  // What Bun refuses while parsing never reaches the app: no id, no record (docs/operations.md says so).
+  test('requests Bun refuses itself get its bare answer, below 500, with no id and no record', async () => {
+    const port = Number(new URL(server.base).port)
+    const over = 2 * loadConfig({}).maxBodyBytes + 1
+    const refused = [
+      'OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
+      'FOO /v1/games HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n',
+      `POST /v1/auth/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${over}\r\nConnection: close\r\n\r\n{}`,
+    ]
+    const before = records.length
+    for (const request of refused) {
+      const outcome = await rawExchange(port, Buffer.from(request), { head: false, timeoutMs: 5_000 })
+      if (outcome.kind === 'timeout') throw new Error(`no answer nor close: ${request.split('\r\n')[0]}`)
+      if (outcome.kind === 'response') {
+        expect(outcome.response.status).toBeLessThan(500)
+        expect(outcome.response.headers.some(([name]) => name.toLowerCase() === 'x-request-id')).toBe(false)
+      }
+    }
+    // A request the app answers afterwards is recorded, and nothing before it.
+    const after = await ask('/health', { headers: { 'x-request-id': 'after-refusals' } })
+    expect(records.slice(before).map((record) => record.requestId)).toEqual([after.requestId])
   })
 })
 
@@ -224,14 +252,16 @@ describe('the access log', () => {
   test('bytes: the body length of answers built from bytes, whichever router answered; 0 without a body; absent for a stream or a serialised object', async () => {
     const cards = `/v1/cards/${cardId}/prices`
     const movers = '/v1/prices/top-movers?period=30d&limit=50'
+    // Uncoded answers, so the text read is the body sent (a coded answer's bytes are its coded length, docs/adr/0127-response-compression.md).
+    const uncoded = { 'accept-encoding': 'identity' }
     const built = [
-      ['a kept answer, first asked', cards, keyed({ 'x-request-id': 'bytes-1' })],
-      ['the same, repeated before Elysia', cards, keyed()],
-      ['a kept answer, first asked', movers, keyed()],
-      ['the same, repeated before Elysia', movers, keyed()],
-      ['open catalog bytes, first asked', '/v1/games?per_page=2', {}],
-      ['the same, repeated before Elysia', '/v1/games?per_page=2', {}],
-      ['a snapshot answer (bulk prices)', `/v1/bulk/prices?ids=${cardId}`, keyed()],
+      ['a kept answer, first asked', cards, keyed({ 'x-request-id': 'bytes-1', ...uncoded })],
+      ['the same, repeated before Elysia', cards, keyed(uncoded)],
+      ['a kept answer, first asked', movers, keyed(uncoded)],
+      ['the same, repeated before Elysia', movers, keyed(uncoded)],
+      ['open catalog bytes, first asked', '/v1/games?per_page=2', { headers: uncoded }],
+      ['the same, repeated before Elysia', '/v1/games?per_page=2', { headers: uncoded }],
+      ['a snapshot answer (bulk prices)', `/v1/bulk/prices?ids=${cardId}`, keyed(uncoded)],
     ] as const
     for (const [what, path, init] of built) {
       const { status, text, access, record } = await ask(path, init)
@@ -250,8 +280,8 @@ describe('the access log', () => {
       [304, 0],
       [200, 0],
     ])
-    const exported = await ask(`/v1/export/set/${setId}?format=csv`, { headers: { 'x-api-key': business.key } })
-    const health = await ask('/health')
+    const exported = await ask(`/v1/export/set/${setId}?format=csv`, { headers: { 'x-api-key': business.key, ...uncoded } })
+    const health = await ask('/health', { headers: uncoded })
     for (const { status, access, record } of [exported, health]) {
       expect(status).toBe(200)
       expect('bytes' in access).toBe(false)

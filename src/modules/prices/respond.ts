@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import { LRUCache } from 'lru-cache'
 import { Packr } from 'msgpackr'
 import { bytesResponse, writtenInParts } from '../../shared/bun-workarounds'
+import { type CodedHead, type Coding, codedEtag, codedHead, codedTail, codingFor, namesEntity, VARY_CODING, worthCompressing } from '../../shared/compression'
 import { type EarlyAnswer, type HotRoute, pathAndQueryOf } from '../../shared/hot-routes'
 import { JSON_CONTENT_TYPE } from '../../shared/http'
 import type { RateLimit } from '../../shared/model'
@@ -100,20 +101,31 @@ export function moveSetHeaders(set: { headers: Record<string, string | number> }
   }
 }
 
-/** The headers every snapshot answer starts with; a route that also answers msgpack varies by Accept. */
-function snapshotHeaders(etag: string, msgpack: boolean): Record<string, string> {
+/**
+ * The headers every snapshot answer starts with; a route that also answers msgpack varies by Accept,
+ * a kept answer (which chose its coding itself, writeKept) by Accept-Encoding.
+ */
+function snapshotHeaders(etag: string, vary: { msgpack: boolean; coding: boolean }): Record<string, string> {
   const headers: Record<string, string> = { etag, 'cache-control': 'private, no-cache' }
-  if (msgpack) headers.vary = 'Accept'
+  const varies = [...(vary.msgpack ? ['Accept'] : []), ...(vary.coding ? [VARY_CODING] : [])]
+  if (varies.length > 0) headers.vary = varies.join(', ')
   return headers
 }
 
-/** Weak comparison (RFC 9110 §13.1.2): does If-None-Match name this entity tag? */
-function matchesIfNoneMatch(request: Request, etag: string): boolean {
+/**
+ * Weak comparison (RFC 9110 §13.1.2): the tag of If-None-Match that names this entity, in any
+ * coding (docs/adr/0127-response-compression.md), which the 304 names back so the client's copy is
+ * the one freshened; `current` (the tag this request's 200 would carry) for `*`; undefined if none does.
+ */
+function matchesIfNoneMatch(request: Request, etag: string, current = etag): string | undefined {
   const header = request.headers.get('if-none-match')
-  if (header === null) return false
-  if (header.trim() === '*') return true
-  const opaque = etag.replace(/^W\//, '')
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque)
+  if (header === null) return undefined
+  if (header.trim() === '*') return current
+  for (const tag of header.split(',')) {
+    const opaque = tag.trim().replace(/^W\//, '')
+    if (namesEntity(opaque, etag)) return `W/${opaque}`
+  }
+  return undefined
 }
 
 /**
@@ -143,9 +155,11 @@ function answerBuilt<Data>(
   built: SnapshotBody<Data> | SerialisedBody<Data>,
 ): Response {
   const format = msgpack && wantsMsgpack(request) ? 'msgpack' : 'json'
-  const headers = snapshotHeaders(snapshotEtag(snapshot, format, request.url), msgpack)
+  // Its coding, and the coded tag, come from the compression step (src/shared/compression.ts).
+  const headers = snapshotHeaders(snapshotEtag(snapshot, format, request.url), { msgpack, coding: false })
   moveSetHeaders(set, headers)
-  if (matchesIfNoneMatch(request, headers.etag!)) return new Response(null, { status: 304, headers })
+  const matched = matchesIfNoneMatch(request, headers.etag!)
+  if (matched !== undefined) return new Response(null, { status: 304, headers: { ...headers, etag: matched } })
   const rateLimit = rateLimitOf(request)!
   if (format === 'msgpack') {
     headers['content-type'] = MSGPACK
@@ -165,6 +179,18 @@ interface KeptAnswer {
   head: Buffer
   /** Its 200's headers but the X-RateLimit-*, made once: copying a Headers costs less than building one. */
   headers: Headers
+  /** The head compressed in each coding asked for so far, made on the first ask in that coding. */
+  coded: Partial<Record<Coding, CodedAnswer>>
+  /** Where it is kept, and by what: its coded heads are counted in that cache's bound as they are made. */
+  keptIn: KeptAnswers
+  key: string
+}
+
+/** A kept head in one coding, with the tag and headers of answers in that coding. */
+interface CodedAnswer {
+  etag: string
+  head: CodedHead
+  headers: Headers
 }
 
 /**
@@ -179,10 +205,31 @@ const keptAnswers = new WeakMap<PriceSnapshot, KeptAnswers>()
 function keptAnswersOf(snapshot: PriceSnapshot): KeptAnswers {
   let kept = keptAnswers.get(snapshot)
   if (!kept) {
-    kept = new LRUCache({ maxSize: ANSWER_BYTES_KEPT, sizeCalculation: (answer, key) => answer.head.byteLength + key.length })
+    kept = new LRUCache({ maxSize: ANSWER_BYTES_KEPT, sizeCalculation: (answer, key) => keptBytes(answer) + key.length })
     keptAnswers.set(snapshot, kept)
   }
   return kept
+}
+
+const keptBytes = (answer: KeptAnswer) => answer.head.byteLength + (answer.coded.gzip?.head.bytes.byteLength ?? 0) + (answer.coded.br?.head.bytes.byteLength ?? 0)
+
+/**
+ * The kept answer's head in `coding`, compressed on the first ask in that coding and kept with it
+ * (docs/adr/0127-response-compression.md): repeats only append their tail. lru-cache sizes an entry
+ * when it is set, so the answer is set again to count the new bytes, if it is still kept.
+ */
+function codedAnswer(kept: KeptAnswer, coding: Coding): CodedAnswer {
+  const earlier = kept.coded[coding]
+  if (earlier) return earlier
+  const etag = codedEtag(kept.etag, coding)
+  const headers = new Headers({ ...snapshotHeaders(etag, { msgpack: false, coding: true }), 'content-type': JSON_CONTENT_TYPE, 'content-encoding': coding })
+  const coded: CodedAnswer = { etag, head: codedHead(kept.head, coding), headers }
+  kept.coded[coding] = coded
+  if (kept.keptIn.peek(kept.key) === kept) {
+    kept.keptIn.delete(kept.key)
+    kept.keptIn.set(kept.key, kept)
+  }
+  return coded
 }
 
 /** What an answer is kept by: its variant and the request's path with its query (which starts with `/`). */
@@ -199,20 +246,30 @@ const WRITTEN_IN_PARTS_FROM_BYTES = 4_096
 
 /**
  * The one writer of a kept answer, first asked (in Elysia, `moved` being the hooks' `set.headers`)
- * or repeated (before Elysia): the 304 check, the headers with this request's X-RateLimit-*, and
- * the body, the kept head and this request's `rate_limit`, framed by size.
+ * or repeated (before Elysia): its coding (the compression step leaves it alone: it varies by
+ * Accept-Encoding), the 304 check, the headers with this request's X-RateLimit-*, and the body, the
+ * kept head (coded once per coding) and this request's `rate_limit`, framed by size.
  */
 function writeKept(request: Request, kept: KeptAnswer, rateLimit: RateLimit, moved?: { headers: Record<string, string | number> }): Response {
-  if (matchesIfNoneMatch(request, kept.etag)) {
-    const headers = snapshotHeaders(kept.etag, false)
+  const tail = rateLimitTail(rateLimit)
+  const coding = codingFor(request)
+  const coded = coding !== 'identity' && worthCompressing(JSON_CONTENT_TYPE, kept.head.byteLength + tail.length) ? codedAnswer(kept, coding) : undefined
+  const matched = matchesIfNoneMatch(request, kept.etag, coded?.etag)
+  if (matched !== undefined) {
+    const headers = snapshotHeaders(matched, { msgpack: false, coding: true })
     addRateLimitHeaders(headers, rateLimit)
     if (moved) moveSetHeaders(moved, headers)
     return new Response(null, { status: 304, headers })
   }
-  const headers = new Headers(kept.headers)
+  const headers = new Headers((coded ?? kept).headers)
   addRateLimitHeaders(headers, rateLimit)
   if (moved) moveSetHeaders(moved, headers)
-  const tail = rateLimitTail(rateLimit)
+  if (coded) {
+    const codedTailBytes = codedTail(coded.head, tail)
+    const bytes = coded.head.bytes.byteLength + codedTailBytes.byteLength
+    if (coded.head.bytes.byteLength < WRITTEN_IN_PARTS_FROM_BYTES) return withBodyLength(new Response(Buffer.concat([coded.head.bytes, codedTailBytes], bytes), { headers }), bytes)
+    return withBodyLength(new Response(writtenInParts(coded.head.bytes, codedTailBytes), { headers }), bytes)
+  }
   const bytes = kept.head.byteLength + tail.length
   if (kept.head.byteLength < WRITTEN_IN_PARTS_FROM_BYTES) return withBodyLength(new Response(withTail(kept.head, tail), { headers }), bytes)
   return withBodyLength(new Response(writtenInParts(kept.head, tail), { headers }), bytes)
@@ -259,7 +316,14 @@ function keep<Data>(snapshot: PriceSnapshot, key: string, request: Request, vari
   const etag = snapshotEtag(snapshot, 'json', request.url, variant)
   const meta = built.meta ? `,"meta":${JSON.stringify(built.meta)}` : ''
   const head = Buffer.from('json' in built ? built.json('{"data":', meta) : `{"data":${JSON.stringify(built.data)}${meta}`)
-  const kept: KeptAnswer = { etag, head, headers: new Headers({ ...snapshotHeaders(etag, false), 'content-type': JSON_CONTENT_TYPE }) }
+  const kept: KeptAnswer = {
+    etag,
+    head,
+    headers: new Headers({ ...snapshotHeaders(etag, { msgpack: false, coding: true }), 'content-type': JSON_CONTENT_TYPE }),
+    coded: {},
+    keptIn: answers,
+    key,
+  }
   answers.set(key, kept)
   return kept
 }
