@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs'
-import { like } from 'drizzle-orm'
+import { like, sql } from 'drizzle-orm'
 import Redis from 'ioredis'
 import postgres from 'postgres'
 import type { Database } from '../src/db/client'
@@ -171,4 +171,32 @@ export function machineCpuSeconds(): { total: number; busy: number; steal: numbe
     busy: fields.reduce((sum, n, i) => (i === 3 || i === 4 ? sum : sum + n), 0) / TICKS_PER_SECOND,
     steal: (fields[7] ?? 0) / TICKS_PER_SECOND,
   }
+}
+
+/**
+ * The hot reads' request mix on a bench catalog, shared by the benches that compare them (hot-path,
+ * compression): 200 priced cards, BULK_LISTS lists of 500 distinct ids, six movers lists.
+ */
+export async function hotReadPaths(db: Database, bulkLists: number, bulkIds: number) {
+  const select = async <T>(query: ReturnType<typeof sql>) => (await db.execute(query)) as unknown as T[]
+  const [{ n: cardCount }] = (await select<{ n: number }>(sql`select count(*)::int as n from cards`)) as [{ n: number }]
+  const cardIds = (await select<{ id: number }>(sql`select card_id as id from card_prices group by card_id order by random() limit 200`)).map((r) => r.id)
+  const ids = (await select<{ id: number }>(sql`select id from cards order by random() limit ${bulkLists * bulkIds}`)).map((r) => r.id)
+  const bulkPaths = Array.from({ length: bulkLists }, (_, i) => {
+    // A catalog smaller than the lists: they overlap, each still of distinct ids.
+    const list = Array.from({ length: bulkIds }, (_, j) => ids[(i * bulkIds + j) % ids.length]!)
+    return `/v1/bulk/prices?ids=${[...new Set(list)].join(',')}`
+  })
+  const [{ slug: bigGame }] = (await select<{ slug: string }>(sql`select g.slug from games g join cards c on c.game_id = g.id group by g.slug order by count(*) desc limit 1`)) as [
+    { slug: string },
+  ]
+  const moverPaths = [
+    '/v1/prices/top-movers?period=24h',
+    '/v1/prices/top-movers?period=7d&direction=down',
+    `/v1/prices/top-movers?game=${bigGame}&limit=50`,
+    '/v1/prices/top-movers?type=Sealed%20Products',
+    '/v1/prices/top-movers?printing=Foil',
+    '/v1/prices/top-movers?period=30d&direction=down&type=Cards',
+  ]
+  return { cardCount, cardIds, bulkPaths, moverPaths }
 }

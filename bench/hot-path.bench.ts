@@ -24,11 +24,10 @@
  */
 import { rmSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
-import { sql } from 'drizzle-orm'
 import { openPostgres } from '../src/db/client'
 import { TIER_POLICY } from '../src/modules/auth/tiers'
 import { type Listening, spawnUntilListening } from '../test/helpers/process'
-import { benchAccounts, prepareBenchDatabase, spawnBenchService } from './database'
+import { benchAccounts, hotReadPaths, prepareBenchDatabase, spawnBenchService } from './database'
 import { type BenchRequest, combineRuns, keyedRequests, keyHeaders, type LoadRun, load, wrkInstalled } from './load'
 import { type BudgetRow, reportBudgets } from './report'
 
@@ -53,26 +52,7 @@ const ONLY = process.env.BENCH_ONLY
 console.error('preparing the database')
 const postgresVersion = await prepareBenchDatabase(DATABASE_URL)
 const database = await openPostgres(DATABASE_URL, { max: 2 })
-const select = async <T>(query: ReturnType<typeof sql>) => (await database.db.execute(query)) as unknown as T[]
-const [{ n: cardCount }] = (await select<{ n: number }>(sql`select count(*)::int as n from cards`)) as [{ n: number }]
-const cardIds = (await select<{ id: number }>(sql`select card_id as id from card_prices group by card_id order by random() limit 200`)).map((r) => r.id)
-const bulkIds = (await select<{ id: number }>(sql`select id from cards order by random() limit ${BULK_LISTS * BULK_IDS}`)).map((r) => r.id)
-const bulkPaths = Array.from({ length: BULK_LISTS }, (_, i) => {
-  // A catalog smaller than the lists: they overlap, each still 500 distinct ids.
-  const ids = Array.from({ length: BULK_IDS }, (_, j) => bulkIds[(i * BULK_IDS + j) % bulkIds.length]!)
-  return `/v1/bulk/prices?ids=${[...new Set(ids)].join(',')}`
-})
-const [{ slug: bigGame }] = (await select<{ slug: string }>(sql`select g.slug from games g join cards c on c.game_id = g.id group by g.slug order by count(*) desc limit 1`)) as [
-  { slug: string },
-]
-const moverPaths = [
-  '/v1/prices/top-movers?period=24h',
-  '/v1/prices/top-movers?period=7d&direction=down',
-  `/v1/prices/top-movers?game=${bigGame}&limit=50`,
-  '/v1/prices/top-movers?type=Sealed%20Products',
-  '/v1/prices/top-movers?printing=Foil',
-  '/v1/prices/top-movers?period=30d&direction=down&type=Cards',
-]
+const { cardCount, cardIds, bulkPaths, moverPaths } = await hotReadPaths(database.db, BULK_LISTS, BULK_IDS)
 
 interface Scenario {
   name: string
